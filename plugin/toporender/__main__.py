@@ -1,0 +1,3 @@
+from toporender.cli import main
+
+main()

@@ -1,0 +1,63 @@
+"""Command line: a thin click layer over the library.
+
+Subcommands are imported lazily (``toporender render`` never imports the packer's or the KRM
+adapter's modules), which keeps cold start short for hosts that spawn us per request.
+Exit codes: 0 ok, 1 invalid input (message on stderr, nothing on stdout), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+# command name -> "module:attribute"; each module owns its command and its options.
+LAZY_COMMANDS: dict[str, str] = {
+    "render": "toporender.commands:render_cmd",
+    "validate": "toporender.commands:validate_cmd",
+    "schema": "toporender.commands:schema_cmd",
+    "pool": "toporender.commands:pool_cmd",
+    "plan": "toporender.placement.cli:plan_cmd",
+    "inventory": "toporender.placement.cli:inventory_cmd",
+    "golden": "toporender.hosts.golden:golden_cmd",
+    "argocd": "toporender.hosts.argocd:argocd_cmd",
+    "krm": "toporender.hosts.krm:krm_cmd",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when they run."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in LAZY_COMMANDS if self._load(name) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
+                return None
+            raise
+        command: click.Command = getattr(module, attr)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="toporender")
+def cli() -> None:
+    """Render topology-aware gang-scheduler objects from workflows kept in Git."""
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="toporender")
