@@ -1,0 +1,17 @@
+"""Plain kube-scheduler: no gang object, pods only (for CPU pools and tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toporender.backends import GangObjects
+from toporender.gangs import Gang
+from toporender.models import PoolConfig
+
+
+class KubeBackend:
+    def pool_objects(self, pool_name: str, pool: PoolConfig, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def render_gang(self, gang: Gang) -> GangObjects:
+        return GangObjects([], scheduler_name=gang.pool.scheduler_name)

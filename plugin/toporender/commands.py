@@ -1,0 +1,156 @@
+"""The core CLI commands: render, validate, schema, pool show."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from toporender.errors import Diagnostic, UserError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(fn: F) -> F:
+    """Bad input -> diagnostics on stderr, exit 1, nothing on stdout; never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as err:
+            report(err.diagnostics)
+            sys.exit(1)
+        except RecursionError:
+            report([Diagnostic("input is nested too deeply to process; simplify it")])
+            sys.exit(1)
+        except Exception as exc:  # noqa: BLE001 - last line of defence for hosts that prune on output
+            if os.environ.get("TOPORENDER_DEBUG"):
+                raise
+            report([Diagnostic(f"internal error: {type(exc).__name__}: {exc}; nothing was rendered. "
+                               "Rerun with TOPORENDER_DEBUG=1 for details and report it")])
+            sys.exit(3)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def report(diagnostics: list[Diagnostic]) -> None:
+    for d in diagnostics:
+        click.echo(str(d), err=True)
+
+
+def write_stdout(text: str) -> None:
+    """Write the whole output at once, only after everything rendered."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def render_options(fn: F) -> F:
+    options = [
+        click.option("--namespace", help="Namespace when toporender.yaml does not set one (default: 'default')."),
+        click.option("--pool", help="Pool for workflows that name none (overrides default_pool)."),
+        click.option("--inventory", help="Node inventory file, relative to DIR (overrides the config)."),
+        click.option("--strict/--no-strict", default=None, help="Treat unplaceable gangs as errors."),
+        click.option("--pool-objects/--no-pool-objects", default=None,
+                     help="Also render pool-level objects (KAI Topology/Queue, Koordinator ClusterNetworkTopology)."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def make_options(namespace: str | None, pool: str | None, inventory: str | None, strict: bool | None,
+                 pool_objects: bool | None) -> Any:
+    from toporender.render import RenderOptions
+
+    return RenderOptions(namespace=namespace, pool=pool, inventory=inventory, strict=strict,
+                         pool_objects=pool_objects)
+
+
+DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+
+
+@click.command("render")
+@DIR_ARG
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="YAML stream, or one JSON object per line.")
+@render_options
+@guarded
+def render_cmd(directory: Path, fmt: str, **opts: Any) -> None:
+    """Render every workflow of the repo in DIR to a manifest stream on stdout."""
+    from toporender.emit import dump
+    from toporender.render import render_repo
+
+    result = render_repo(directory, make_options(**opts))
+    report(result.warnings)
+    write_stdout(dump(result.objects, fmt))
+
+
+@click.command("validate")
+@DIR_ARG
+@click.option("--output", "check_output", is_flag=True,
+              help="Also render and check every object against the upstream schemas and admission rules.")
+@render_options
+@guarded
+def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
+    """Check the repo in DIR without printing manifests."""
+    from toporender.render import render_repo
+
+    result = render_repo(directory, make_options(**opts))
+    report(result.warnings)
+    if check_output:
+        from toporender.validation import validate_objects
+
+        problems = validate_objects(result.objects)
+        if problems:
+            report([Diagnostic(p) for p in problems])
+            sys.exit(1)
+    click.echo(f"ok: {len(result.objects)} objects from {sum(1 for f in result.files)} files", err=True)
+
+
+@click.command("schema")
+@click.argument("kind", type=click.Choice(["workflow", "config"]), default="workflow")
+def schema_cmd(kind: str) -> None:
+    """Print the JSON Schema of a workflow file or of toporender.yaml (for editors)."""
+    from toporender.models import RepoConfig, WorkflowDocument
+
+    model = WorkflowDocument if kind == "workflow" else RepoConfig
+    schema = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "toporender workflow" if kind == "workflow" else "toporender.yaml"
+    write_stdout(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+
+
+@click.group("pool")
+def pool_cmd() -> None:
+    """Inspect pools of the repo config."""
+
+
+@pool_cmd.command("show")
+@click.argument("name")
+@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--parsed", is_flag=True, help="Include parsed_group_templates and parsed_pod_template.")
+@guarded
+def pool_show(name: str, directory: Path, parsed: bool) -> None:
+    """Print pool NAME as toporender reads it."""
+    from toporender.emit import dump_yaml
+    from toporender.errors import fail
+    from toporender.repo import CONFIG_FILE, load_config, single_document
+
+    doc = single_document(directory / CONFIG_FILE, CONFIG_FILE)
+    config = load_config(doc)
+    if name not in config.pools:
+        raise fail(f"pool '{name}' is not defined; pools: {', '.join(config.pools)}", doc.pos(("pools",)))
+    out: dict[str, Any] = {"name": name, **config.pools[name].model_dump(mode="json", exclude_defaults=False)}
+    if parsed:
+        from toporender.templates import parsed_group_templates, parsed_pod_template
+
+        out["parsed_group_templates"] = parsed_group_templates(config, name)
+        out["parsed_pod_template"] = parsed_pod_template(config, name, None)
+    write_stdout(dump_yaml([out]))

@@ -1,0 +1,180 @@
+"""Validate workflows against the repo config and expand each task group into a :class:`Gang`.
+
+A ``Gang`` is everything the later stages need about one task group (names, uuids, pool,
+resources, topology), so packing and the backends never look at raw input again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toporender.errors import DiagnosticSink, Position
+from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
+from toporender.naming import dns1035_label, dns_label, normalize, uid, workflow_uuid
+from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
+from toporender.topology import GroupTopology, expand_group
+
+
+@dataclass(frozen=True)
+class Task:
+    spec: TaskSpec
+    resource: ResourceSpec
+    uuid: str
+    pod_name: str
+    hostname: str
+    container: str
+
+
+@dataclass(frozen=True)
+class Gang:
+    """One task group of one workflow, ready to render."""
+
+    source: str
+    workflow: WorkflowFile
+    name: str
+    uuid: str
+    workflow_uuid: str
+    namespace: str
+    pool_name: str
+    pool: PoolConfig
+    tasks: tuple[Task, ...]
+    topology: GroupTopology
+    service_name: str | None
+    pos: Position
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}#{self.name}"
+
+    @property
+    def podgroup_name(self) -> str:
+        return self.uuid
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels we put on every object of the gang (ours win over templates)."""
+        return {
+            "toporender.dev/workflow": self.workflow.name,
+            "toporender.dev/group": self.name,
+        }
+
+
+def resolve_namespace(config: RepoConfig, override: str | None) -> str:
+    return config.namespace or override or "default"
+
+
+def check_config(repo: Repo, sink: DiagnosticSink) -> None:
+    """Cross-field checks of toporender.yaml that the models cannot express."""
+    cfg, doc = repo.config, repo.config_doc
+    if cfg.default_pool is not None and cfg.default_pool not in cfg.pools:
+        sink.error(f"default_pool '{cfg.default_pool}' is not a pool; pools: {', '.join(cfg.pools)}",
+                   doc.pos(("default_pool",)))
+    for name, pool in cfg.pools.items():
+        loc = ("pools", name)
+        if pool.topology_keys and pool.backend == "kube":
+            sink.error(f"pool '{name}' has topology_keys but backend 'kube' has no topology-aware gang scheduling; "
+                       "use backend 'kai' or 'koordinator', or remove topology_keys", doc.pos(loc + ("topology_keys",)))
+        for field in ("key", "label"):
+            seen: set[str] = set()
+            for i, k in enumerate(pool.topology_keys):
+                value = getattr(k, field)
+                if value in seen:
+                    sink.error(f"topology {field} '{value}' appears twice in pool '{name}'; each level needs its own",
+                               doc.pos(loc + ("topology_keys", i, field)))
+                seen.add(value)
+        for i, tmpl in enumerate(pool.common_pod_template):
+            if tmpl not in cfg.pod_templates:
+                sink.error(f"pool '{name}' uses unknown pod template '{tmpl}'; define it under pod_templates",
+                           doc.pos(loc + ("common_pod_template", i)))
+        for i, tmpl in enumerate(pool.common_group_templates):
+            if tmpl not in cfg.group_templates:
+                sink.error(f"pool '{name}' uses unknown group template '{tmpl}'; define it under group_templates",
+                           doc.pos(loc + ("common_group_templates", i)))
+        for pname, platform in pool.platforms.items():
+            for i, tmpl in enumerate(platform.override_pod_template):
+                if tmpl not in cfg.pod_templates:
+                    sink.error(f"platform '{pname}' uses unknown pod template '{tmpl}'; define it under pod_templates",
+                               doc.pos(loc + ("platforms", pname, "override_pod_template", i)))
+        if pool.default_platform is not None and pool.default_platform not in pool.platforms:
+            sink.error(f"default_platform '{pool.default_platform}' is not a platform of pool '{name}'",
+                       doc.pos(loc + ("default_platform",)))
+
+
+def pick_pool(repo: Repo, wf: WorkflowFile, override: str | None, sink: DiagnosticSink) -> str | None:
+    cfg = repo.config
+    name = wf.spec.workflow.pool or override or cfg.default_pool
+    if name is None:
+        if len(cfg.pools) == 1:
+            return next(iter(cfg.pools))
+        sink.error(f"workflow has no pool and toporender.yaml has no default_pool; set workflow.pool to one of: "
+                   f"{', '.join(cfg.pools)}", wf.pos(("workflow",)))
+        return None
+    if name not in cfg.pools:
+        where = wf.pos(("workflow", "pool")) if wf.spec.workflow.pool else Position(CONFIG_FILE)
+        sink.error(f"pool '{name}' is not defined in toporender.yaml; pools: {', '.join(cfg.pools)}", where)
+        return None
+    return name
+
+
+def _check_names(wf: WorkflowFile, sink: DiagnosticSink) -> None:
+    """OSMO: group and task names are unique per workflow, compared case-insensitively with _ = -."""
+    seen_groups: dict[str, str] = {}
+    seen_tasks: dict[str, str] = {}
+    for group in wf.groups():
+        g = normalize(group.spec.name)
+        if g in seen_groups:
+            sink.error(f"group name '{group.spec.name}' duplicates '{seen_groups[g]}' (names compare "
+                       "case-insensitively with '_' equal to '-'); rename one", wf.pos(group.loc + ("name",)))
+        seen_groups.setdefault(g, group.spec.name)
+        for task, tloc in zip(group.spec.tasks, group.task_locs):
+            t = normalize(task.name)
+            if t in seen_tasks:
+                sink.error(f"task name '{task.name}' duplicates '{seen_tasks[t]}' (names compare "
+                           "case-insensitively with '_' equal to '-'); rename one", wf.pos(tloc + ("name",)))
+            seen_tasks.setdefault(t, task.name)
+            if task.resource not in wf.resources:
+                known = ", ".join(wf.resources) or "none"
+                sink.error(f"task '{task.name}' uses resource '{task.resource}' which is not defined; "
+                           f"defined resources: {known}", wf.pos(tloc + ("resource",)))
+
+
+def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
+           sink: DiagnosticSink) -> list[Gang]:
+    """All gangs of the repo in stream order: workflows by path, groups in file order."""
+    ns = resolve_namespace(repo.config, namespace)
+    gangs: list[Gang] = []
+    names: dict[str, WorkflowFile] = {}
+    for wf in repo.workflows:
+        key = normalize(wf.name)
+        if key in names:
+            sink.error(f"workflow name '{wf.name}' is also used by {names[key].source}; workflow names must be "
+                       "unique in a repo", wf.pos(("workflow", "name")))
+            continue
+        names[key] = wf
+        _check_names(wf, sink)
+        pool_name = pick_pool(repo, wf, pool, sink)
+        if pool_name is None:
+            continue
+        pool_cfg = repo.config.pools[pool_name]
+        wf_uuid = workflow_uuid(ns, wf.name)
+        for group in wf.groups():
+            errors = len(sink.errors)
+            topo = expand_group(wf, group, pool_name, pool_cfg, sink)
+            if len(sink.errors) > errors:
+                continue
+            g_uuid = uid(wf_uuid, normalize(group.spec.name))
+            tasks = tuple(
+                Task(
+                    spec=t,
+                    resource=wf.resources.get(t.resource, ResourceSpec()),
+                    uuid=str(uid(g_uuid, normalize(t.name))),
+                    pod_name=dns_label(f"{wf.name}-{t.name}"),
+                    hostname=dns_label(t.name),
+                    container=dns_label(t.name),
+                )
+                for t in group.spec.tasks
+            )
+            service = dns1035_label(f"{wf.name}-{group.spec.name}") if len(tasks) > 1 else None
+            gangs.append(Gang(wf.source, wf, group.spec.name, str(g_uuid), str(wf_uuid), ns, pool_name, pool_cfg,
+                              tasks, topo, service, wf.pos(group.loc)))
+    return gangs

@@ -1,0 +1,60 @@
+"""Small helpers shared by the host adapters (Argo CD, KRM, pre-commit).
+
+The adapters only translate a host's inputs into :class:`toporender.render.RenderOptions` and the
+result back into the host's output format; these helpers keep that translation uniform.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Iterable
+from pathlib import PurePosixPath
+from typing import NoReturn
+
+from toporender.errors import Diagnostic, Position, UserError, fail
+
+TRUE_WORDS = {"1", "true", "yes", "on", "y"}
+FALSE_WORDS = {"0", "false", "no", "off", "n", ""}
+
+
+def parse_bool(value: object, what: str, pos: Position | None = None) -> bool:
+    """Accept YAML/JSON booleans and the usual words ("true", "no", "1", ...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS | FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise fail(f"{what} must be true or false, got {value!r}", pos)
+
+
+def check_repo_relative(value: str, what: str, pos: Position | None = None) -> str:
+    """A path that must stay inside the repo: relative, no ``..`` segments, POSIX separators."""
+    path = PurePosixPath(value.replace("\\", "/"))
+    if not value.strip() or path.is_absolute() or ".." in path.parts:
+        raise fail(f"{what} must be a path relative to the repo that stays inside it, got {value!r}", pos)
+    return path.as_posix()
+
+
+def print_diagnostics(diags: Iterable[Diagnostic]) -> None:
+    for d in diags:
+        print(str(d), file=sys.stderr)
+
+
+def die_user_error(err: UserError, hint: str = "") -> NoReturn:
+    """Report an input error the way every host shows it: short lines on stderr, exit 1."""
+    print_diagnostics(err.diagnostics)
+    if hint:
+        print(hint, file=sys.stderr)
+    sys.stderr.flush()
+    raise SystemExit(1)
+
+
+def die_internal(exc: BaseException, what: str) -> NoReturn:
+    """An unexpected failure: one readable line (hosts show stderr to users), traceback on request."""
+    if os.environ.get("TOPORENDER_DEBUG"):
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    print(f"toporender {what}: internal error: {type(exc).__name__}: {exc} "
+          "(please report it; set TOPORENDER_DEBUG=1 for a traceback)", file=sys.stderr)
+    sys.stderr.flush()
+    raise SystemExit(1)

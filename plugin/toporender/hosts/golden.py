@@ -1,0 +1,178 @@
+"""``toporender golden``: keep rendered snapshots of every workflow in the repo (pre-commit hook).
+
+Layout: ``<golden_dir>/<source path>``: each workflow file's objects go to the same relative path
+under the golden dir (``workflows/train.yaml`` -> ``golden/workflows/train.yaml``); pool-level
+objects (source ``toporender.yaml``) go to ``golden/toporender.yaml``. Mirroring the source path
+makes names collision-free and obvious in review.
+
+Behaviour (see the pre-commit notes in docs/delivery.md):
+- files are written only when their content changed (mtime untouched otherwise), atomically;
+- golden files (``*.yaml``/``*.yml`` under the golden dir) whose source is gone are deleted;
+- every created/updated/deleted file is printed, and the exit code is 1 when anything changed,
+  because pre-commit does not notice new untracked files by itself;
+- ``--check`` writes nothing, prints a unified diff of the drift and exits 1 when there is any.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from toporender.emit import dump_yaml
+from toporender.errors import Position, UserError, fail
+from toporender.hosts.atomic import atomic_delete, atomic_write, is_temp_name, remove_stale_temps
+from toporender.hosts.common import check_repo_relative, die_internal, die_user_error, print_diagnostics
+from toporender.render import RenderOptions, RenderResult, render_repo
+from toporender.repo import CONFIG_FILE, load_config, single_document
+
+GOLDEN_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class GoldenPlan:
+    """What a golden run would change, relative to the repo root."""
+
+    root: Path
+    golden_dir: str
+    wanted: dict[str, str] = field(default_factory=dict)  # repo-relative golden path -> content
+    create: list[str] = field(default_factory=list)
+    update: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.create or self.update or self.delete)
+
+
+def golden_dir_of(root: Path) -> str:
+    """The repo's golden dir (``golden_dir`` in toporender.yaml), checked to stay inside the repo."""
+    config = load_config(single_document(root / CONFIG_FILE, CONFIG_FILE))
+    rel = check_repo_relative(config.golden_dir, "golden_dir", Position(CONFIG_FILE))
+    if rel in ("", "."):
+        raise fail("golden_dir must be a sub-directory of the repo, not the repo itself", Position(CONFIG_FILE))
+    target = root / rel
+    if target.exists() and (target.is_symlink() or not target.resolve().is_relative_to(root.resolve())):
+        raise fail(f"golden_dir {rel!r} is a symlink or leaves the repo; use a plain directory",
+                   Position(CONFIG_FILE))
+    return rel
+
+
+def golden_files(result: RenderResult, golden_dir: str) -> dict[str, str]:
+    """Golden path -> file content for one render (one file per workflow, one for pool objects)."""
+    wanted: dict[str, str] = {}
+    for rendered in result.files:
+        wanted[f"{golden_dir}/{rendered.source}"] = dump_yaml(rendered.objects)
+    return wanted
+
+
+def existing_golden(root: Path, golden_dir: str) -> list[str]:
+    base = root / golden_dir
+    if not base.is_dir():
+        return []
+    found = []
+    for path in base.rglob("*"):
+        if path.suffix in GOLDEN_SUFFIXES and not is_temp_name(path.name) and (path.is_file() or path.is_symlink()):
+            found.append(path.relative_to(root).as_posix())
+    return sorted(found)
+
+
+def plan(root: Path, result: RenderResult) -> GoldenPlan:
+    gdir = golden_dir_of(root)
+    p = GoldenPlan(root, gdir, golden_files(result, gdir))
+    for rel, content in sorted(p.wanted.items()):
+        path = root / rel
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise fail(f"{rel} exists but is not a regular file; remove it so golden files can be written",
+                       Position(rel))
+        if not path.exists():
+            p.create.append(rel)
+        elif path.read_bytes() != content.encode("utf-8"):
+            p.update.append(rel)
+    p.delete = [rel for rel in existing_golden(root, gdir) if rel not in p.wanted]
+    return p
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return ""
+
+
+def diff(p: GoldenPlan) -> str:
+    chunks: list[str] = []
+    for rel in sorted(p.create + p.update + p.delete):
+        old = _read(p.root / rel) if rel not in p.create else ""
+        new = p.wanted.get(rel, "")
+        chunks.extend(difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True),
+            fromfile=f"a/{rel}" if rel not in p.create else "/dev/null",
+            tofile=f"b/{rel}" if rel not in p.delete else "/dev/null",
+        ))
+        if chunks and not chunks[-1].endswith("\n"):
+            chunks[-1] += "\n\\ No newline at end of file\n"
+    return "".join(chunks)
+
+
+def apply(p: GoldenPlan) -> None:
+    for rel in p.create + p.update:
+        atomic_write(p.root / rel, p.wanted[rel])
+    for rel in p.delete:
+        atomic_delete(p.root / rel)
+        # Drop directories that the deletion left empty (never the golden dir itself).
+        parent = (p.root / rel).parent
+        top = p.root / p.golden_dir
+        while parent != top and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    remove_stale_temps(p.root / p.golden_dir)
+
+
+def run_golden(root: Path, check: bool) -> int:
+    """Render ``root`` and sync (or, with ``check``, compare) its golden files; returns the exit code."""
+    result = render_repo(root, RenderOptions())
+    print_diagnostics(result.warnings)
+    p = plan(root, result)
+    shown = "" if root == Path(".") else f"{root.as_posix().rstrip('/')}/"
+    if not p.changed:
+        return 0
+    if check:
+        sys.stdout.write(diff(p))
+        print(f"toporender golden: {len(p.create) + len(p.update) + len(p.delete)} golden file(s) out of date "
+              f"in {shown or './'}{p.golden_dir}; run 'toporender golden{' ' + str(root) if shown else ''}' "
+              "and commit the result", file=sys.stderr)
+        return 1
+    apply(p)
+    for verb, items in (("created", p.create), ("updated", p.update), ("deleted", p.delete)):
+        for rel in items:
+            print(f"{verb} {shown}{rel}")
+    print("toporender golden: golden files changed; review and stage them (git add), then commit again",
+          file=sys.stderr)
+    return 1
+
+
+@click.command("golden")
+@click.argument("dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale.")
+def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
+    """Re-render every workflow of DIR (default: .) into its golden dir.
+
+    Writes only files whose content changed, deletes golden files of removed workflows, prints
+    what changed and exits 1 when anything changed (so a pre-commit hook fails and the user
+    stages the new files). Several DIRs may be given (one toporender repo each).
+    """
+    status = 0
+    try:
+        for root in dirs or (Path("."),):
+            status = max(status, run_golden(root, check))
+    except UserError as err:
+        die_user_error(err)
+    except OSError as exc:
+        die_user_error(fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")))
+    except Exception as exc:  # noqa: BLE001 - last-resort guard, no traceback for users
+        die_internal(exc, "golden")
+    raise SystemExit(status)

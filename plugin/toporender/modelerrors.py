@@ -1,0 +1,121 @@
+"""Turn pydantic validation errors into ``path:line:col`` diagnostics that say how to fix them."""
+
+from __future__ import annotations
+
+import types
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from toporender.errors import Diagnostic, UserError
+from toporender.models import DNS_LABEL_PATTERN, LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NAME_PATTERN
+from toporender.yamlsource import Document, Loc
+
+M = TypeVar("M", bound=BaseModel)
+
+_PATTERN_HINTS = {
+    NAME_PATTERN: "use letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+    DNS_LABEL_PATTERN: "use lower-case letters, digits and '-', starting and ending with a letter or digit",
+    LABEL_KEY_PATTERN: "use a Kubernetes label key such as 'example.com/name'",
+    LABEL_VALUE_PATTERN: "use a Kubernetes label value: letters, digits, '-', '_' or '.', at most 63 characters",
+}
+
+
+def parse(model: type[M], doc: Document, base: Loc = ()) -> M:
+    """Validate ``doc.data`` (or the part at ``base``) as ``model``; errors carry positions."""
+    data = doc.data
+    for part in base:
+        data = data[part]
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(_diagnostics(model, doc, base, exc)) from None
+
+
+def _diagnostics(model: type[BaseModel], doc: Document, base: Loc, exc: ValidationError) -> list[Diagnostic]:
+    seen: set[tuple[Loc, str]] = set()
+    out: list[Diagnostic] = []
+    for err in exc.errors(include_url=False):
+        loc = _data_loc(doc, base, tuple(err["loc"]))
+        key = (loc, err["type"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Diagnostic(_message(model, loc[len(base) :], err), doc.pos(loc)))
+    return out
+
+
+def _data_loc(doc: Document, base: Loc, loc: Loc) -> Loc:
+    """Drop pydantic's union-member tags so the location is a path into the data."""
+    data: Any = doc.data
+    path: list[str | int] = list(base)
+    for part in base:
+        data = data[part]
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        elif isinstance(data, dict) and isinstance(part, str):
+            path.append(part)
+            break
+        else:
+            break
+        path.append(part)
+    return tuple(path)
+
+
+def _message(model: type[BaseModel], loc: Loc, err: Any) -> str:
+    field = ".".join(str(p) for p in loc) or "document"
+    kind = err["type"]
+    if kind == "missing":
+        return f"missing required field '{loc[-1] if loc else field}'"
+    if kind == "extra_forbidden":
+        parent = _model_at(model, loc[:-1])
+        allowed = f"; allowed here: {', '.join(parent.model_fields)}" if parent else ""
+        return f"unknown field '{loc[-1]}'{allowed}"
+    if kind == "string_pattern_mismatch":
+        pattern = err.get("ctx", {}).get("pattern", "")
+        hint = _PATTERN_HINTS.get(pattern, f"it must match {pattern}")
+        return f"{field}: {err['input']!r} is not valid; {hint}"
+    msg = str(err["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind in ("model_type", "dict_type") and loc == ():
+        return f"expected a mapping at the top of the document, got {type(err['input']).__name__}"
+    return f"{field}: {msg}"
+
+
+def _unwrap(tp: Any) -> Any:
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            members = [a for a in get_args(tp) if a is not type(None)]
+            tp = next((a for a in members if get_origin(a) in (list, dict) or _is_model(a)), members[0])
+        else:
+            return tp
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _model_at(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
+    tp: Any = model
+    for part in loc:
+        tp = _unwrap(tp)
+        if _is_model(tp):
+            fields = tp.model_fields
+            if not isinstance(part, str) or part not in fields:
+                return None
+            tp = fields[part].annotation
+        elif get_origin(tp) is list and isinstance(part, int):
+            tp = get_args(tp)[0]
+        elif get_origin(tp) is dict:
+            tp = get_args(tp)[1]
+        else:
+            return None
+    tp = _unwrap(tp)
+    return tp if _is_model(tp) else None

@@ -1,0 +1,182 @@
+"""Input models: OSMO-style workflow documents and the repo config (``toporender.yaml``).
+
+Every model forbids unknown fields so a typo is an error with a position, not a silently
+ignored setting. Field names follow OSMO where OSMO has the concept, so existing workflow files
+load unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
+KEY_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$"
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)]
+LabelKey = Annotated[str, Field(min_length=1, max_length=316, pattern=LABEL_KEY_PATTERN)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+Quantity = Annotated[str, Field(max_length=64, pattern=QUANTITY_PATTERN)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Workflow documents (OSMO ``WorkflowSpec`` subset)
+
+
+class TopologyRequirement(Strict):
+    """One level a task's pods must (or should) share with the other pods of its ``group``."""
+
+    key: Annotated[str, Field(min_length=1, max_length=63)]
+    group: Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)] = "default"
+    requirementType: Literal["required", "preferred"] = "required"
+
+
+class ResourceSpec(Strict):
+    """Per-pod resources and topology requirements, shared by every task that names it."""
+
+    cpu: Annotated[float, Field(gt=0, le=100_000)] | None = None
+    gpu: Annotated[int, Field(ge=0, le=1024)] | None = None
+    memory: Quantity | int | None = None
+    storage: Quantity | int | None = None
+    platform: Name | None = None
+    nodesExcluded: list[Annotated[str, Field(max_length=253)]] = Field(default_factory=list, max_length=10_000)
+    topology: list[TopologyRequirement] = Field(default_factory=list, max_length=16)
+
+    @field_validator("memory", "storage")
+    @classmethod
+    def _bounded(cls, v: str | int | None) -> str | int | None:
+        if isinstance(v, int) and not 0 <= v <= 10**15:
+            raise ValueError("must be between 0 and 10**15 (KiB)")
+        return v
+
+
+class TaskSpec(Strict):
+    name: Name
+    resource: Name = "default"
+    image: Annotated[str, Field(min_length=1, max_length=1024)]
+    command: list[str] = Field(default_factory=list, max_length=1000)
+    args: list[str] = Field(default_factory=list, max_length=10_000)
+    env: dict[Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)], str] = Field(
+        default_factory=dict
+    )
+    lead: bool = False
+
+
+class GroupSpec(Strict):
+    name: Name
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=100_000)
+
+
+class WorkflowSpec(Strict):
+    name: Name
+    pool: Name | None = None
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    groups: list[GroupSpec] | None = Field(default=None, min_length=1)
+    tasks: list[TaskSpec] | None = Field(default=None, min_length=1)
+    resources: dict[Name, ResourceSpec] | None = None
+
+    @model_validator(mode="after")
+    def _groups_or_tasks(self) -> WorkflowSpec:
+        if (self.groups is None) == (self.tasks is None):
+            raise ValueError("set exactly one of 'groups' or 'tasks'")
+        return self
+
+
+class WorkflowDocument(Strict):
+    """A workflow file. ``resources`` may sit under ``workflow:`` (OSMO) or beside it (design docs)."""
+
+    version: Literal[2] = 2
+    workflow: WorkflowSpec
+    resources: dict[Name, ResourceSpec] | None = None
+
+    @model_validator(mode="after")
+    def _one_resources(self) -> WorkflowDocument:
+        if self.resources is not None and self.workflow.resources is not None:
+            raise ValueError("'resources' is set both under 'workflow:' and beside it; keep one")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Repo config (toporender.yaml)
+
+
+class TopologyKey(Strict):
+    """A topology level of a pool: the name workflows use and the node label that defines it."""
+
+    key: Annotated[str, Field(min_length=1, max_length=63, pattern=KEY_PATTERN)]
+    label: LabelKey
+    layer: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z][A-Za-z0-9]*$")] | None = None
+
+
+class PlatformConfig(Strict):
+    override_pod_template: list[Name] = Field(default_factory=list)
+
+
+class GangSettings(Strict):
+    """Koordinator gang settings, validated here because Koordinator silently defaults bad values."""
+
+    mode: Literal["Strict", "NonStrict"] | None = None
+    waiting_time: Annotated[str, Field(pattern=r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")] | None = None
+    schedule_timeout_seconds: Annotated[int, Field(ge=1, le=2_147_483_647)] | None = None
+    match_policy: Literal["only-waiting", "waiting-and-running", "once-satisfied"] | None = None
+
+
+class QueueSettings(Strict):
+    parent: DnsLabel | None = None
+    gpu_quota: Annotated[int, Field(ge=-1)] = -1
+    gpu_limit: Annotated[int, Field(ge=-1)] = -1
+    gpu_over_quota_weight: Annotated[int, Field(ge=0)] = 1
+
+
+class PoolConfig(Strict):
+    description: str = ""
+    backend: Literal["kai", "koordinator", "kube"] = "kai"
+    queue: DnsLabel | None = None
+    queue_settings: QueueSettings = QueueSettings()
+    priority_class: DnsLabel | None = None
+    preemptibility: Literal["preemptible", "non-preemptible"] | None = None
+    scheduler_name: DnsLabel | None = None
+    kai_version: Literal["v0.14", "v0.15"] = "v0.14"
+    topology_name: DnsLabel | None = None
+    topology_keys: list[TopologyKey] = Field(default_factory=list, max_length=16)
+    render_pool_objects: bool = False
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    inventory: str | None = None
+    pin: Literal["none", "soft", "hard"] = "none"
+    strict: bool = False
+    gang: GangSettings = GangSettings()
+    common_pod_template: list[Name] = Field(default_factory=list)
+    common_group_templates: list[Name] = Field(default_factory=list)
+    default_platform: Name | None = None
+    platforms: dict[Name, PlatformConfig] = Field(default_factory=dict)
+
+
+class RepoConfig(Strict):
+    """``toporender.yaml``: where workflows live and how each pool renders them."""
+
+    version: Literal[1] = 1
+    namespace: DnsLabel | None = None
+    workflows: list[Annotated[str, Field(min_length=1, max_length=1024)]] = Field(
+        default_factory=lambda: ["workflows/**/*.yaml", "workflows/**/*.yml"], min_length=1
+    )
+    default_pool: Name | None = None
+    inventory: str | None = None
+    golden_dir: str = "golden"
+    submitted_by: Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)] | None = None
+    sync_waves: bool = False
+    pools: dict[Name, PoolConfig] = Field(min_length=1)
+    pod_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+    group_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)

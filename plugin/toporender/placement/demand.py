@@ -1,0 +1,55 @@
+"""What a gang asks for, as plain frozen data.
+
+The renderer translates workflow specs into these records; the packer never sees pydantic models, so its hot
+loops stay on tuples and ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Toleration = tuple[str, "str | None", "str | None"]
+
+
+@dataclass(frozen=True)
+class LevelConstraint:
+    """Topology levels (node-label keys) a group must / should stay inside."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    """One pod: all of its GPUs come from a single node; 0 GPUs means it is not packed."""
+
+    name: str
+    gpus: int
+    tolerations: tuple[tuple[str, str | None, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class SubgroupDemand:
+    """A subgroup of a gang; leaf subgroups list their pods, mid-level ones constrain their children."""
+
+    name: str
+    parent: str | None
+    constraint: LevelConstraint
+    pods: tuple[PodDemand, ...] = ()
+
+
+@dataclass(frozen=True)
+class GangDemand:
+    """A gang (PodGroup): all pods are placed together or not at all."""
+
+    key: str
+    display: str
+    constraint: LevelConstraint
+    subgroups: tuple[SubgroupDemand, ...]
+    pods: tuple[PodDemand, ...]
+    pod_subgroup: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs the gang needs."""
+        return sum(p.gpus for p in self.pods)

@@ -1,0 +1,252 @@
+"""Node inventory: the committed snapshot of the cluster the packer plans against.
+
+Two input shapes are accepted: the compact ``NodeInventory`` form that ``toporender inventory import`` writes
+(sorted, small, reviewable in a pull request) and a raw ``kubectl get nodes -o yaml|json`` dump (``List`` /
+``NodeList``). Both become the same immutable :class:`Inventory`; every problem is reported at its
+``path:line:col``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toporender.errors import Diagnostic, UserError, fail
+from toporender.yamlsource import Document, Loc, load_file
+
+API_VERSION = "toporender.dev/v1alpha1"
+KIND = "NodeInventory"
+GPU_RESOURCE = "nvidia.com/gpu"
+HARD_EFFECTS = ("NoSchedule", "NoExecute")
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# Labels that node-feature-discovery and legacy kubelets add by the hundred; they never carry topology.
+NOISY_LABEL_PREFIXES = ("feature.node.kubernetes.io/", "beta.kubernetes.io/")
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint; only NoSchedule and NoExecute keep pods away."""
+
+    key: str
+    value: str | None
+    effect: str
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node as the packer sees it."""
+
+    name: str
+    labels: Mapping[str, str]
+    gpus: int
+    used_gpus: int = 0
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def free_gpus(self) -> int:
+        return max(0, self.gpus - self.used_gpus)
+
+    @property
+    def flavor(self) -> str | None:
+        """GPU flavor: ``gpu.flavor`` if set, else the GPU feature discovery product label."""
+        return self.labels.get("gpu.flavor") or self.labels.get("nvidia.com/gpu.product")
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """All nodes, sorted by name (the order never influences a plan)."""
+
+    nodes: tuple[Node, ...]
+    source: str = ""
+    positions: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @staticmethod
+    def of(nodes: Iterable[Node], source: str = "") -> Inventory:
+        return Inventory(tuple(sorted(nodes, key=lambda n: n.name)), source)
+
+
+def tolerates(tolerations: Iterable[tuple[str, str | None, str | None]], taint: Taint) -> bool:
+    """Kubernetes toleration matching: an empty key with operator Exists tolerates everything."""
+    for key, value, effect in tolerations:
+        if effect not in (None, "", taint.effect):
+            continue
+        if key == "" and value is None:
+            return True
+        if key != taint.key:
+            continue
+        if value is None or value == (taint.value or ""):
+            return True
+    return False
+
+
+def _str_map(doc: Document, loc: Loc, value: Any, what: str, diags: list[Diagnostic]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        diags.append(Diagnostic(f"{what} must be a mapping of strings", doc.pos(loc)))
+        return {}
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if isinstance(v, bool) or v is None or isinstance(v, (dict, list)):
+            diags.append(Diagnostic(f"{what} value for {k!r} must be a string", doc.pos(loc + (k,))))
+            continue
+        out[str(k)] = str(v)
+    return out
+
+
+def _int(doc: Document, loc: Loc, value: Any, what: str, diags: list[Diagnostic], default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        diags.append(Diagnostic(f"{what} must be a non-negative integer, got {value!r}", doc.pos(loc)))
+        return default
+    return value
+
+
+def _taints(doc: Document, loc: Loc, value: Any, diags: list[Diagnostic]) -> tuple[Taint, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        diags.append(Diagnostic("taints must be a list of {key, value?, effect}", doc.pos(loc)))
+        return ()
+    out = []
+    for i, t in enumerate(value):
+        if not isinstance(t, dict) or not isinstance(t.get("key"), str):
+            diags.append(Diagnostic("each taint needs a string 'key'", doc.pos(loc + (i,))))
+            continue
+        effect = t.get("effect")
+        if effect not in EFFECTS:
+            diags.append(Diagnostic(f"taint effect must be one of {', '.join(EFFECTS)}", doc.pos(loc + (i,))))
+            continue
+        v = t.get("value")
+        out.append(Taint(t["key"], None if v is None else str(v), effect))
+    return tuple(sorted(out, key=lambda t: (t.key, t.value or "", t.effect)))
+
+
+def _compact_node(doc: Document, loc: Loc, raw: Any, diags: list[Diagnostic]) -> Node | None:
+    if not isinstance(raw, dict):
+        diags.append(Diagnostic("each node must be a mapping with name, gpus and labels", doc.pos(loc)))
+        return None
+    unknown = sorted(set(raw) - {"name", "gpus", "usedGPUs", "labels", "unschedulable", "taints"})
+    for k in unknown:
+        diags.append(Diagnostic(f"unknown node field {k!r} (allowed: name, gpus, usedGPUs, labels, "
+                                "unschedulable, taints)", doc.pos(loc + (k,))))
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        diags.append(Diagnostic("node needs a non-empty string 'name'", doc.pos(loc)))
+        return None
+    gpus = _int(doc, loc + ("gpus",), raw.get("gpus"), "gpus", diags)
+    used = _int(doc, loc + ("usedGPUs",), raw.get("usedGPUs"), "usedGPUs", diags)
+    if used > gpus:
+        diags.append(Diagnostic(f"usedGPUs ({used}) exceeds gpus ({gpus})", doc.pos(loc + ("usedGPUs",))))
+    unsched = raw.get("unschedulable", False)
+    if not isinstance(unsched, bool):
+        diags.append(Diagnostic("unschedulable must be true or false", doc.pos(loc + ("unschedulable",))))
+        unsched = False
+    labels = _str_map(doc, loc + ("labels",), raw.get("labels"), "labels", diags)
+    taints = _taints(doc, loc + ("taints",), raw.get("taints"), diags)
+    return Node(name, labels, gpus, min(used, gpus), unsched, taints)
+
+
+def _k8s_node(doc: Document, loc: Loc, raw: Any, diags: list[Diagnostic]) -> Node | None:
+    if not isinstance(raw, dict) or raw.get("kind", "Node") != "Node":
+        diags.append(Diagnostic("expected a Node object", doc.pos(loc)))
+        return None
+    meta = raw.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        diags.append(Diagnostic("Node needs metadata.name", doc.pos(loc + ("metadata",))))
+        return None
+    labels = _str_map(doc, loc + ("metadata", "labels"), meta.get("labels"), "metadata.labels", diags)
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    alloc = status.get("allocatable") or {} if isinstance(status, dict) else {}
+    gpus = _int(doc, loc + ("status", "allocatable", GPU_RESOURCE), alloc.get(GPU_RESOURCE),
+                f"status.allocatable[{GPU_RESOURCE!r}]", diags)
+    unsched = bool(spec.get("unschedulable", False)) if isinstance(spec, dict) else False
+    taints = _taints(doc, loc + ("spec", "taints"), spec.get("taints") if isinstance(spec, dict) else None, diags)
+    return Node(name, labels, gpus, 0, unsched, taints)
+
+
+def nodes_from_documents(documents: Iterable[Document]) -> list[Node]:
+    """Read nodes from compact inventories, NodeLists or single Node documents; raise all problems at once."""
+    diags: list[Diagnostic] = []
+    nodes: list[Node] = []
+    seen: dict[str, Document] = {}
+    for doc in documents:
+        data = doc.data
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            diags.append(Diagnostic("expected a NodeInventory, NodeList or Node document", doc.pos()))
+            continue
+        kind = data.get("kind")
+        found: list[tuple[Loc, Node | None]] = []
+        if kind == KIND:
+            if data.get("apiVersion") != API_VERSION:
+                diags.append(Diagnostic(f"apiVersion must be {API_VERSION}", doc.pos(("apiVersion",))))
+            items = data.get("nodes")
+            if not isinstance(items, list):
+                diags.append(Diagnostic("'nodes' must be a list", doc.pos(("nodes",))))
+                continue
+            found = [(("nodes", i), _compact_node(doc, ("nodes", i), n, diags)) for i, n in enumerate(items)]
+        elif kind in ("List", "NodeList"):
+            items = data.get("items")
+            if not isinstance(items, list):
+                diags.append(Diagnostic("'items' must be a list", doc.pos(("items",))))
+                continue
+            found = [(("items", i), _k8s_node(doc, ("items", i), n, diags)) for i, n in enumerate(items)]
+        elif kind == "Node":
+            found = [((), _k8s_node(doc, (), data, diags))]
+        else:
+            diags.append(Diagnostic(f"expected kind {KIND}, NodeList, List or Node, got {kind!r}",
+                                    doc.pos(("kind",))))
+            continue
+        for loc, node in found:
+            if node is None:
+                continue
+            if node.name in seen:
+                diags.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
+                continue
+            seen[node.name] = doc
+            nodes.append(node)
+    if diags:
+        raise UserError(diags)
+    return nodes
+
+
+def load_inventory(path: Path, display: str) -> Inventory:
+    """Load an inventory file; ``display`` is the path shown in messages."""
+    docs = load_file(path, display)
+    nodes = nodes_from_documents(docs)
+    if not nodes:
+        raise fail("inventory lists no nodes", docs[0].pos() if docs else None)
+    return Inventory.of(nodes, display)
+
+
+def compact_node(node: Node) -> dict[str, Any]:
+    """The compact, diff-friendly form of one node (defaults omitted, keys sorted)."""
+    out: dict[str, Any] = {"name": node.name, "gpus": node.gpus}
+    if node.used_gpus:
+        out["usedGPUs"] = node.used_gpus
+    labels = {k: node.labels[k] for k in sorted(node.labels) if not k.startswith(NOISY_LABEL_PREFIXES)}
+    out["labels"] = labels
+    if node.unschedulable:
+        out["unschedulable"] = True
+    if node.taints:
+        out["taints"] = [
+            {"key": t.key, **({"value": t.value} if t.value is not None else {}), "effect": t.effect}
+            for t in node.taints
+        ]
+    return out
+
+
+def import_inventory(documents: Iterable[Document]) -> dict[str, Any]:
+    """Turn a live ``kubectl get nodes`` dump (or an inventory) into the compact, sorted form."""
+    nodes = sorted(nodes_from_documents(documents), key=lambda n: n.name)
+    return {"apiVersion": API_VERSION, "kind": KIND, "nodes": [compact_node(n) for n in nodes]}

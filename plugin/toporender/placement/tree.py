@@ -1,0 +1,232 @@
+"""The topology tree: domains built from node labels, with per-domain aggregates the packer keeps current.
+
+A domain is identified by the full path of label values from the coarsest level down (``zone=a/block=b``), as
+Kueue does. The tree validates that the labels form a hierarchy in the declared order: a finer value that appears
+under two coarser values is a contradiction the user must fix, and the error names nodes from both sides.
+
+Hot state is plain lists indexed by integer ids so the packer's inner loops stay cheap: per-domain free GPUs, a
+histogram of free GPUs per node (what decides whether pods of a given size fit), and, for every
+(ancestor, level) pair, a list of descendant domains sorted by free GPUs so a best-fit candidate is found by
+bisection instead of a scan.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Mapping, Sequence
+
+from toporender.errors import Diagnostic, Position, UserError
+from toporender.placement.inventory import HARD_EFFECTS, Inventory, Taint
+
+ROOT = 0
+
+
+class Tree:
+    """Mutable packing state over an immutable domain structure."""
+
+    def __init__(self, inventory: Inventory, levels: Sequence[str], node_selector: Mapping[str, str]):
+        self.levels = tuple(levels)
+        nodes = sorted(
+            (n for n in inventory.nodes if all(n.labels.get(k) == v for k, v in node_selector.items())),
+            key=lambda n: n.name,
+        )
+        _check_hierarchy(inventory, self.levels, nodes)
+        self.node_names = [n.name for n in nodes]
+        self.node_labels = [n.labels for n in nodes]
+        self.node_cap = [n.gpus for n in nodes]
+        self.node_used0 = [min(n.used_gpus, n.gpus) for n in nodes]
+        self.node_ok = [not n.unschedulable for n in nodes]
+        self.node_taints: list[tuple[Taint, ...]] = [
+            tuple(t for t in n.taints if t.effect in HARD_EFFECTS) for n in nodes
+        ]
+        self.node_free = [
+            (c - u) if ok else 0 for c, u, ok in zip(self.node_cap, self.node_used0, self.node_ok, strict=True)
+        ]
+        self.maxcap = max(self.node_cap, default=0)
+        width = self.maxcap + 1
+
+        # Domain structure. Id 0 is the pool root (level -1).
+        self.dom_level: list[int] = [-1]
+        self.dom_path: list[tuple[str, ...]] = [()]
+        self.dom_parent: list[int] = [-1]
+        self.dom_children: list[list[int]] = [[]]
+        self.dom_nodes: list[list[int]] = [[]]
+        self.dom_real: list[bool] = [True]
+        ids: dict[tuple[str, ...], int] = {(): ROOT}
+        for path in sorted({self._path(n.labels) for n in nodes}):
+            for depth in range(1, len(path) + 1):
+                prefix = path[:depth]
+                if prefix not in ids:
+                    ids[prefix] = self._new_domain(prefix, depth - 1, ids[prefix[:-1]], True)
+        node_dom: list[int] = []
+        loose: dict[int, int] = {}
+        for i, labels in enumerate(self.node_labels):
+            d = ids[self._path(labels)]
+            if self.dom_children[d] and len(self.dom_path[d]) < len(self.levels):
+                # Nodes missing a finer label hang below their deepest domain in a pseudo-domain that is never a
+                # candidate for a constraint at the finer level.
+                if d not in loose:
+                    loose[d] = self._new_domain(self.dom_path[d] + ("",), self.dom_level[d] + 1, d, False)
+                d = loose[d]
+            self.dom_nodes[d].append(i)
+            node_dom.append(d)
+        n_dom = len(self.dom_path)
+        self.dom_rank = sorted(range(n_dom), key=lambda d: self.dom_path[d])
+        rank = [0] * n_dom
+        for r, d in enumerate(self.dom_rank):
+            rank[d] = r
+        self.rank = rank
+        for d in range(n_dom):
+            self.dom_children[d].sort(key=lambda c: rank[c])
+        self.node_path: list[tuple[int, ...]] = []
+        for i in range(len(nodes)):
+            chain = []
+            d = node_dom[i]
+            while d != -1:
+                chain.append(d)
+                d = self.dom_parent[d]
+            self.node_path.append(tuple(chain))
+        # ancestor of each domain at every coarser level (index = level + 1; 0 is the root)
+        self.dom_anc: list[tuple[int, ...]] = []
+        for d in range(n_dom):
+            chain = []
+            a = d
+            while a != -1:
+                chain.append(a)
+                a = self.dom_parent[a]
+            self.dom_anc.append(tuple(reversed(chain)))
+
+        self.dom_total = [0] * n_dom
+        self.dom_unavail = [0] * n_dom
+        self.dom_used0 = [0] * n_dom
+        self.dom_free = [0] * n_dom
+        self.dom_hist = [[0] * width for _ in range(n_dom)]
+        self.dom_tainted: list[list[int]] = [[] for _ in range(n_dom)]
+        for i in range(len(nodes)):
+            clean = self.node_ok[i] and not self.node_taints[i]
+            for d in self.node_path[i]:
+                self.dom_total[d] += self.node_cap[i]
+                self.dom_used0[d] += self.node_used0[i]
+                if not self.node_ok[i]:
+                    self.dom_unavail[d] += self.node_cap[i] - self.node_used0[i]
+                elif clean:
+                    self.dom_free[d] += self.node_free[i]
+                    self.dom_hist[d][self.node_free[i]] += 1
+                else:
+                    self.dom_tainted[d].append(i)
+        self.node_clean = [ok and not t for ok, t in zip(self.node_ok, self.node_taints, strict=True)]
+        # index[(ancestor, level)] = sorted [(free, rank, domain)] of real descendants at that level
+        self.index: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        for d in self.dom_rank:
+            if d == ROOT or not self.dom_real[d]:
+                continue
+            lvl = self.dom_level[d]
+            for a in self.dom_anc[d][:-1]:
+                self.index.setdefault((a, lvl), []).append((self.dom_free[d], rank[d], d))
+        for lst in self.index.values():
+            lst.sort()
+        self.level_domains: list[list[int]] = [[] for _ in self.levels]
+        for d in self.dom_rank:
+            if d != ROOT and self.dom_real[d]:
+                self.level_domains[self.dom_level[d]].append(d)
+
+    def _path(self, labels: Mapping[str, str]) -> tuple[str, ...]:
+        out = []
+        for key in self.levels:
+            v = labels.get(key)
+            if v is None or v == "":
+                break
+            out.append(v)
+        return tuple(out)
+
+    def _new_domain(self, path: tuple[str, ...], level: int, parent: int, real: bool) -> int:
+        d = len(self.dom_path)
+        self.dom_level.append(level)
+        self.dom_path.append(path)
+        self.dom_parent.append(parent)
+        self.dom_children.append([])
+        self.dom_nodes.append([])
+        self.dom_real.append(real)
+        self.dom_children[parent].append(d)
+        return d
+
+    def name(self, d: int) -> str:
+        """Human name of a domain: its own label value (unique within its level once the tree validated)."""
+        if d == ROOT:
+            return "pool"
+        return self.dom_path[d][-1] or f"{self.dom_path[d][-2] if len(self.dom_path[d]) > 1 else 'pool'}/-"
+
+    def change(self, deltas: Mapping[int, int]) -> None:
+        """Apply ``node -> GPUs taken (negative: released)``, keeping every aggregate and index current."""
+        touched: dict[int, int] = {}
+        hist = self.dom_hist
+        free = self.node_free
+        for n, delta in deltas.items():
+            if not delta:
+                continue
+            old = free[n]
+            new = old - delta
+            free[n] = new
+            if not self.node_clean[n]:
+                continue
+            for d in self.node_path[n]:
+                h = hist[d]
+                h[old] -= 1
+                h[new] += 1
+                if d not in touched:
+                    touched[d] = self.dom_free[d]
+                self.dom_free[d] -= delta
+        index = self.index
+        rank = self.rank
+        for d, before in touched.items():
+            after = self.dom_free[d]
+            if after == before or d == ROOT or not self.dom_real[d]:
+                continue
+            lvl = self.dom_level[d]
+            old_key = (before, rank[d], d)
+            new_key = (after, rank[d], d)
+            for a in self.dom_anc[d][:-1]:
+                lst = index[(a, lvl)]
+                del lst[bisect_left(lst, old_key)]
+                insort(lst, new_key)
+
+    def inside(self, d: int, region: int) -> bool:
+        """Whether domain ``d`` lies in ``region`` (or is it)."""
+        lvl = self.dom_level[region] + 1
+        anc = self.dom_anc[d]
+        return len(anc) > lvl and anc[lvl] == region
+
+
+def _check_hierarchy(inventory: Inventory, levels: tuple[str, ...], nodes: Sequence[object]) -> None:
+    """Each value at a finer level must sit under exactly one coarser path; report every contradiction."""
+    seen: dict[tuple[int, str], tuple[tuple[str, ...], str]] = {}
+    diags: list[Diagnostic] = []
+    reported: set[tuple[int, str]] = set()
+    for node in nodes:
+        labels = node.labels  # type: ignore[attr-defined]
+        name = node.name  # type: ignore[attr-defined]
+        path: list[str] = []
+        for i, key in enumerate(levels):
+            v = labels.get(key)
+            if v is None or v == "":
+                break
+            if i > 0:
+                prev = seen.get((i, v))
+                if prev is None:
+                    seen[(i, v)] = (tuple(path), name)
+                elif prev[0] != tuple(path) and (i, v) not in reported:
+                    reported.add((i, v))
+                    where = inventory.positions.get(name)
+                    diags.append(Diagnostic(
+                        f"{key}={v} appears under two different {levels[i - 1]} domains: node {prev[1]} has "
+                        f"{_fmt_path(levels, prev[0])} but node {name} has {_fmt_path(levels, tuple(path))}; "
+                        "each finer domain must sit inside exactly one coarser domain",
+                        where if isinstance(where, Position) else Position(inventory.source or "inventory"),
+                    ))
+            path.append(v)
+    if diags:
+        raise UserError(diags)
+
+
+def _fmt_path(levels: Sequence[str], path: tuple[str, ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(levels, path, strict=False)) or "no topology labels"

@@ -1,0 +1,77 @@
+"""Backend-neutral task Pods and the headless Service that lets ranks find each other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toporender.gangs import Gang, Task
+from toporender.models import ResourceSpec
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def cpu_quantity(cpu: float) -> str:
+    if float(cpu).is_integer():
+        return str(int(cpu))
+    return f"{round(cpu * 1000)}m"
+
+
+def memory_quantity(value: str | int) -> str:
+    """OSMO reads a bare number as KiB."""
+    return f"{value}Ki" if isinstance(value, int) else value
+
+
+def resource_requirements(res: ResourceSpec) -> dict[str, Any] | None:
+    q: dict[str, Any] = {}
+    if res.cpu is not None:
+        q["cpu"] = cpu_quantity(res.cpu)
+    if res.memory is not None:
+        q["memory"] = memory_quantity(res.memory)
+    if res.storage is not None:
+        q["ephemeral-storage"] = memory_quantity(res.storage)
+    if res.gpu:
+        q[GPU_RESOURCE] = res.gpu
+    if not q:
+        return None
+    return {"requests": q, "limits": dict(q)}
+
+
+def base_pod(gang: Gang, task: Task) -> dict[str, Any]:
+    """The pod before templates and scheduler wiring."""
+    labels = {**gang.workflow.spec.workflow.labels, **gang.labels, "toporender.dev/task": task.spec.name}
+    if task.spec.lead:
+        labels["toporender.dev/lead"] = "true"
+    container: dict[str, Any] = {"name": task.container, "image": task.spec.image}
+    if task.spec.command:
+        container["command"] = list(task.spec.command)
+    if task.spec.args:
+        container["args"] = list(task.spec.args)
+    if task.spec.env:
+        container["env"] = [{"name": k, "value": v} for k, v in task.spec.env.items()]
+    resources = resource_requirements(task.resource)
+    if resources:
+        container["resources"] = resources
+    spec: dict[str, Any] = {"restartPolicy": "Never"}
+    if gang.service_name:
+        spec["hostname"] = task.hostname
+        spec["subdomain"] = gang.service_name
+    if gang.pool.node_selector:
+        spec["nodeSelector"] = dict(gang.pool.node_selector)
+    spec["containers"] = [container]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": task.pod_name, "namespace": gang.namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def headless_service(gang: Gang) -> dict[str, Any] | None:
+    if gang.service_name is None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": gang.service_name, "namespace": gang.namespace, "labels": dict(gang.labels)},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": dict(gang.labels)},
+    }

@@ -1,0 +1,157 @@
+"""The one render pipeline every host calls.
+
+load (with source positions) -> validate -> expand topology -> pack -> render objects -> emit.
+``render_repo`` reads a directory; ``render_documents`` takes in-memory documents (KRM
+function). Both return every object or raise :class:`~toporender.errors.UserError`; nothing
+is ever half-rendered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toporender.backends import backend_for
+from toporender.errors import Diagnostic, DiagnosticSink, UserError
+from toporender.gangs import Gang, check_config, expand, resolve_namespace
+from toporender.pods import base_pod, headless_service
+from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
+from toporender.yamlsource import Document
+
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+MAX_OBJECTS = 200_000
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Per-invocation settings a host may override (Argo CD parameters, CLI flags)."""
+
+    namespace: str | None = None
+    pool: str | None = None
+    inventory: str | None = None
+    strict: bool | None = None
+    pool_objects: bool | None = None
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    source: str
+    objects: list[dict[str, Any]]
+
+
+@dataclass
+class RenderResult:
+    files: list[RenderedFile]
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        return [o for f in self.files for o in f.objects]
+
+
+def render_repo(root: Path, options: RenderOptions = RenderOptions()) -> RenderResult:
+    return render(load_repo(root), options)
+
+
+def render_documents(config: Document | None, workflows: list[Document], options: RenderOptions = RenderOptions(),
+                     *, inventory: list[Document] | None = None, root: Path | None = None) -> RenderResult:
+    if config is None:
+        raise UserError(Diagnostic(f"no repo config ({CONFIG_FILE}) was given; add one with 'pools:'"))
+    sink = DiagnosticSink()
+    cfg = load_config(config)
+    loaded: list[WorkflowFile] = []
+    for doc in workflows:
+        try:
+            loaded.append(load_workflow(doc))
+        except UserError as err:
+            sink.extend(err)
+    sink.raise_if_errors()
+    loaded.sort(key=lambda w: (w.source, w.doc.index))
+    return render(Repo(root, config, cfg, tuple(loaded)), options, inventory_docs=inventory)
+
+
+def render(repo: Repo, options: RenderOptions = RenderOptions(),
+           inventory_docs: list[Document] | None = None) -> RenderResult:
+    sink = DiagnosticSink()
+    check_config(repo, sink)
+    sink.raise_if_errors()
+    gangs = expand(repo, namespace=options.namespace, pool=options.pool, sink=sink)
+    sink.raise_if_errors()
+
+    files: list[RenderedFile] = []
+    pool_objs = _pool_objects(repo, options)
+    if pool_objs:
+        files.append(RenderedFile(CONFIG_FILE, pool_objs))
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for gang in gangs:
+        by_source.setdefault(gang.source, []).extend(render_gang(gang, repo, sink))
+    sink.raise_if_errors()
+    files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
+    result = RenderResult(files, sink.warnings)
+    _check_identities(result)
+    return result
+
+
+def _pool_objects(repo: Repo, options: RenderOptions) -> list[dict[str, Any]]:
+    ns = resolve_namespace(repo.config, options.namespace)
+    objs: list[dict[str, Any]] = []
+    for name in sorted(repo.config.pools):
+        pool = repo.config.pools[name]
+        wanted = options.pool_objects if options.pool_objects is not None else pool.render_pool_objects
+        if wanted:
+            objs.extend(backend_for(pool).pool_objects(name, pool, ns))
+    if repo.config.sync_waves:
+        for o in objs:
+            _annotate(o, {SYNC_WAVE: "-2"})
+    return objs
+
+
+def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink) -> list[dict[str, Any]]:
+    """Objects of one task group in stream order: PodGroup(s), Service, Pods."""
+    backend = backend_for(gang.pool).render_gang(gang)
+    pods: list[dict[str, Any]] = []
+    for task in gang.tasks:
+        pod = base_pod(gang, task)
+        meta = pod["metadata"]
+        meta["labels"].update(backend.pod_labels.get(task.spec.name, {}))
+        ann = backend.pod_annotations.get(task.spec.name)
+        if ann:
+            meta.setdefault("annotations", {}).update(ann)
+        if backend.scheduler_name:
+            pod["spec"] = {"schedulerName": backend.scheduler_name, **pod["spec"]}
+        pods.append(pod)
+    service = headless_service(gang)
+    group_objs = backend.objects + ([service] if service else [])
+    if repo.config.sync_waves:
+        for o in group_objs:
+            _annotate(o, {SYNC_WAVE: "-1"})
+        for p in pods:
+            _annotate(p, {SYNC_WAVE: "0"})
+    return group_objs + pods
+
+
+def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
+    obj["metadata"].setdefault("annotations", {}).update(annotations)
+
+
+def _check_identities(result: RenderResult) -> None:
+    """Two objects with one identity would silently overwrite each other when applied."""
+    seen: dict[tuple[str, str, str, str], str] = {}
+    errors: list[Diagnostic] = []
+    count = 0
+    for f in result.files:
+        for o in f.objects:
+            count += 1
+            meta = o.get("metadata", {})
+            ident = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
+            if ident in seen:
+                errors.append(Diagnostic(
+                    f"{ident[1]} '{ident[3]}' is rendered twice (also from {seen[ident]}); rename the workflow, group "
+                    "or task so the generated names differ"))
+            seen.setdefault(ident, f.source)
+    if count > MAX_OBJECTS:
+        errors.append(Diagnostic(f"the repo renders {count} objects, more than the limit of {MAX_OBJECTS}; "
+                                 "split it into several Argo CD applications"))
+    if errors:
+        raise UserError(errors)

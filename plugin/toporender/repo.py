@@ -1,0 +1,149 @@
+"""Load a workflow repo: ``toporender.yaml`` plus the workflow files it names.
+
+This is the only stage that touches the file system for rendering. It refuses paths that
+escape the repo (as Argo CD does for symlinks) and returns documents with source positions.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from toporender.errors import DiagnosticSink, Position, UserError, fail
+from toporender.modelerrors import parse
+from toporender.models import GroupSpec, RepoConfig, ResourceSpec, WorkflowDocument
+from toporender.yamlsource import Document, Loc, load_file
+
+CONFIG_FILE = "toporender.yaml"
+MAX_WORKFLOW_FILES = 10_000
+
+
+@dataclass(frozen=True)
+class WorkflowGroup:
+    """A task group with where it was written (bare ``tasks:`` become one group per task, as in OSMO)."""
+
+    spec: GroupSpec
+    loc: Loc
+    task_locs: tuple[Loc, ...]
+
+
+@dataclass(frozen=True)
+class WorkflowFile:
+    doc: Document
+    spec: WorkflowDocument
+
+    @property
+    def source(self) -> str:
+        return self.doc.source
+
+    @property
+    def name(self) -> str:
+        return self.spec.workflow.name
+
+    @property
+    def resources(self) -> dict[str, ResourceSpec]:
+        res = self.spec.resources if self.spec.resources is not None else self.spec.workflow.resources
+        return res if res is not None else {"default": ResourceSpec()}
+
+    @property
+    def resources_loc(self) -> Loc:
+        return ("resources",) if self.spec.resources is not None else ("workflow", "resources")
+
+    def groups(self) -> list[WorkflowGroup]:
+        wf = self.spec.workflow
+        if wf.groups is not None:
+            return [
+                WorkflowGroup(g, ("workflow", "groups", i), tuple(("workflow", "groups", i, "tasks", j)
+                                                                  for j in range(len(g.tasks))))
+                for i, g in enumerate(wf.groups)
+            ]
+        assert wf.tasks is not None
+        return [
+            WorkflowGroup(GroupSpec(name=f"{t.name}-group", tasks=[t]), ("workflow", "tasks", i),
+                          (("workflow", "tasks", i),))
+            for i, t in enumerate(wf.tasks)
+        ]
+
+    def pos(self, loc: Loc) -> Position:
+        return self.doc.pos(loc)
+
+
+@dataclass(frozen=True)
+class Repo:
+    """Everything the pipeline needs, already parsed; built from disk or from in-memory documents."""
+
+    root: Path | None
+    config_doc: Document
+    config: RepoConfig
+    workflows: tuple[WorkflowFile, ...]
+
+
+def load_config(doc: Document) -> RepoConfig:
+    if not isinstance(doc.data, dict):
+        raise fail("expected a mapping with 'pools:' (see README: repo config)", doc.pos())
+    return parse(RepoConfig, doc)
+
+
+def load_workflow(doc: Document) -> WorkflowFile:
+    if not isinstance(doc.data, dict):
+        raise fail("expected a mapping with 'workflow:' (an OSMO workflow spec)", doc.pos())
+    return WorkflowFile(doc, parse(WorkflowDocument, doc))
+
+
+def single_document(path: Path, source: str) -> Document:
+    docs = [d for d in load_file(path, source) if d.data is not None]
+    if not docs:
+        raise fail("file is empty; expected one YAML document", Position(source))
+    if len(docs) > 1:
+        raise fail("expected one YAML document per file; split the file", docs[1].pos())
+    return docs[0]
+
+
+def inside(root: Path, path: Path) -> bool:
+    """True when ``path`` (after resolving symlinks) stays inside ``root``."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:
+    """Repo-relative POSIX paths matching ``patterns``, sorted, without files outside the repo."""
+    found: set[str] = set()
+    for pattern in patterns:
+        if os.path.isabs(pattern) or ".." in Path(pattern).parts:
+            raise fail(f"workflow pattern {pattern!r} must be relative to the repo and stay inside it",
+                       Position(CONFIG_FILE))
+        for hit in glob.glob(pattern, root_dir=root, recursive=True):
+            rel = Path(hit).as_posix()
+            if rel not in exclude and (root / rel).is_file():
+                found.add(rel)
+    if len(found) > MAX_WORKFLOW_FILES:
+        raise fail(f"more than {MAX_WORKFLOW_FILES} workflow files matched; narrow 'workflows:'",
+                   Position(CONFIG_FILE))
+    return sorted(found)
+
+
+def load_repo(root: Path) -> Repo:
+    """Read ``toporender.yaml`` and every workflow it names, collecting all errors at once."""
+    config_path = root / CONFIG_FILE
+    if not config_path.is_file():
+        raise fail(f"no {CONFIG_FILE} in {root}; create one (see README, 'Repo config')", Position(CONFIG_FILE))
+    config_doc = single_document(config_path, CONFIG_FILE)
+    config = load_config(config_doc)
+    sink = DiagnosticSink()
+    workflows: list[WorkflowFile] = []
+    for rel in discover(root, config.workflows, {CONFIG_FILE}):
+        path = root / rel
+        if not inside(root, path):
+            sink.error("symlink points outside the repo; copy the file into the repo instead", Position(rel))
+            continue
+        try:
+            workflows.append(load_workflow(single_document(path, rel)))
+        except UserError as err:
+            sink.extend(err)
+    sink.raise_if_errors()
+    return Repo(root, config_doc, config, tuple(workflows))

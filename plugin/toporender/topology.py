@@ -1,0 +1,209 @@
+"""Topology expansion: per task group, the tree of topology requirements -> gang structure.
+
+This follows OSMO's tree algorithm (kai_osmo notes §2.5) and fixes its known defects:
+
+* a chain of single-child levels is merged into one constraint instead of dropping levels: the
+  finest *required* level becomes ``requiredTopologyLevel`` and a finer *preferred* level becomes
+  ``preferredTopologyLevel`` (OSMO kept only the finest level, losing a coarser requirement);
+* mid-level subgroups never carry ``minMember`` (KAI >= v0.15 rejects it on create);
+* subgroup names are unique, stable DNS labels;
+* every task lands in a leaf subgroup whenever subgroups exist.
+
+The result is backend-neutral: KAI and Koordinator render the same :class:`GroupTopology`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from toporender.errors import DiagnosticSink
+from toporender.models import PoolConfig
+from toporender.naming import unique_names
+from toporender.repo import WorkflowFile, WorkflowGroup
+from toporender.yamlsource import Loc
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Required and preferred levels as node-label keys (None when absent)."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.required is not None or self.preferred is not None
+
+
+@dataclass(frozen=True)
+class Subgroup:
+    name: str
+    parent: str | None
+    constraint: Constraint
+    tasks: tuple[str, ...]
+    children: tuple[str, ...]
+    path: tuple[str, ...]
+    """User group names from the top of the tree; also what the subgroup is named after."""
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def size(self, by_name: dict[str, Subgroup]) -> int:
+        return len(self.tasks) + sum(by_name[c].size(by_name) for c in self.children)
+
+
+@dataclass(frozen=True)
+class GroupTopology:
+    """Gang structure of one task group: a top-level constraint and hierarchical subgroups."""
+
+    constraint: Constraint
+    subgroups: tuple[Subgroup, ...] = ()
+    task_subgroup: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def by_name(self) -> dict[str, Subgroup]:
+        return {s.name: s for s in self.subgroups}
+
+    def top_children(self) -> list[Subgroup]:
+        return [s for s in self.subgroups if s.parent is None]
+
+
+@dataclass
+class _Node:
+    level: int
+    label: str
+    required: bool
+    group: str
+    path: tuple[str, ...]
+    children: dict[str, _Node] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=list)
+
+
+def _merge(c: Constraint, node: _Node) -> Constraint:
+    """Add a finer level to a constraint: a finer requirement implies every coarser one."""
+    if node.required:
+        return Constraint(node.label, None)
+    return Constraint(c.required, node.label)
+
+
+def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: PoolConfig,
+                 sink: DiagnosticSink) -> GroupTopology:
+    """Validate the group's topology requirements (seed 6.x) and build its gang structure."""
+    levels = pool.topology_keys
+    index = {k.key: i for i, k in enumerate(levels)}
+    resources = wf.resources
+    res_loc = wf.resources_loc
+    errors_before = len(sink.errors)
+
+    per_task: list[tuple[str, list[tuple[int, str, bool, Loc]]]] = []
+    for task, tloc in zip(group.spec.tasks, group.task_locs):
+        res = resources.get(task.resource)
+        if res is None:
+            continue  # reported by the workflow checks
+        reqs: list[tuple[int, str, bool, Loc]] = []
+        seen: dict[str, Loc] = {}
+        for i, req in enumerate(res.topology):
+            rloc = res_loc + (task.resource, "topology", i)
+            if not levels:
+                sink.error(
+                    f"resource '{task.resource}' asks for topology key '{req.key}' but pool '{pool_name}' has no "
+                    "topology_keys; add topology_keys to the pool in toporender.yaml or remove the requirement",
+                    wf.pos(rloc))
+                continue
+            if req.key not in index:
+                valid = ", ".join(k.key for k in levels)
+                sink.error(f"topology key '{req.key}' is not defined in pool '{pool_name}'; valid keys: {valid}",
+                           wf.pos(rloc + ("key",)))
+                continue
+            if req.key in seen:
+                sink.error(f"topology key '{req.key}' appears twice in resource '{task.resource}'; keep one entry",
+                           wf.pos(rloc + ("key",)))
+                continue
+            seen[req.key] = rloc
+            reqs.append((index[req.key], req.group, req.requirementType == "required", rloc))
+        reqs.sort(key=lambda r: r[0])
+        per_task.append((task.name, reqs))
+    if len(sink.errors) > errors_before:
+        return GroupTopology(Constraint())
+
+    key_sets = {tuple(r[0] for r in reqs) for _, reqs in per_task}
+    if not any(reqs for _, reqs in per_task):
+        return GroupTopology(Constraint())
+    if len(key_sets) > 1:
+        first_name, first = per_task[0]
+        first_keys = [levels[r[0]].key for r in first]
+        for (name, reqs), tloc in zip(per_task, group.task_locs):
+            keys = [levels[r[0]].key for r in reqs]
+            if keys != first_keys:
+                what = "no topology" if not keys else f"topology keys {keys}"
+                base = "no topology" if not first_keys else f"keys {first_keys}"
+                sink.error(
+                    f"task '{name}' in group '{group.spec.name}' has {what} but task '{first_name}' has {base}; "
+                    "all tasks of a group must use the same topology keys (give every task's resource the same "
+                    "keys, or split the group)",
+                    wf.pos(tloc + ("resource",)))
+        return GroupTopology(Constraint())
+
+    root = _Node(-1, "", True, "", ())
+    parent_of: dict[tuple[int, str], tuple[tuple[str, ...], Loc]] = {}
+    for name, reqs in per_task:
+        node = root
+        for lvl, grp, required, rloc in reqs:
+            owner = parent_of.setdefault((lvl, grp), (node.path, rloc))
+            if owner[0] != node.path:
+                sink.error(
+                    f"topology group '{grp}' at level '{levels[lvl].key}' sits under two different parents "
+                    f"({'/'.join(owner[0]) or 'the gang'} and {'/'.join(node.path) or 'the gang'}); "
+                    "use a different group name under each parent",
+                    wf.pos(rloc + ("group",)))
+                return GroupTopology(Constraint())
+            child = node.children.get(grp)
+            if child is None:
+                child = _Node(lvl, levels[lvl].label, required, grp, node.path + (grp,))
+                node.children[grp] = child
+            elif child.required != required:
+                sink.error(
+                    f"topology group '{grp}' at level '{levels[lvl].key}' is both required and preferred; "
+                    "use the same requirementType in every resource that names it",
+                    wf.pos(rloc + ("requirementType",)))
+                return GroupTopology(Constraint())
+            node = child
+        node.tasks.append(name)
+
+    top = Constraint()
+    node = root
+    while len(node.children) == 1:
+        node = next(iter(node.children.values()))
+        top = _merge(top, node)
+    if not node.children:
+        return GroupTopology(top)
+
+    raw: list[tuple[tuple[str, ...], str | None, Constraint, list[str], list[tuple[str, ...]]]] = []
+
+    def emit(start: _Node, parent: tuple[str, ...] | None) -> tuple[str, ...]:
+        c = _merge(Constraint(), start)
+        cur = start
+        while len(cur.children) == 1:
+            cur = next(iter(cur.children.values()))
+            c = _merge(c, cur)
+        slot = len(raw)
+        raw.append((cur.path, None, c, list(cur.tasks), []))
+        kids = [emit(child, cur.path) for child in cur.children.values()]
+        raw[slot] = (cur.path, "-".join(parent) if parent else None, c, list(cur.tasks), kids)
+        return cur.path
+
+    for child in node.children.values():
+        emit(child, None)
+
+    names = unique_names(["-".join(path) for path, *_ in raw])
+    by_path = {path: name for (path, *_), name in zip(raw, names)}
+    subgroups: list[Subgroup] = []
+    task_subgroup: dict[str, str] = {}
+    for path, _parent, c, tasks, kids in raw:
+        name = by_path[path]
+        parent_path = next((p for p, *rest in raw if path in rest[3]), None)
+        subgroups.append(Subgroup(name, by_path[parent_path] if parent_path else None, c, tuple(tasks),
+                                  tuple(by_path[k] for k in kids), path))
+        for t in tasks:
+            task_subgroup[t] = name
+    return GroupTopology(top, tuple(subgroups), task_subgroup)

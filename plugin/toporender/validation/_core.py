@@ -1,0 +1,334 @@
+"""Built-in Kubernetes kinds: the upstream OpenAPI schema via kubernetes-validate, or a built-in fallback.
+
+kubernetes-validate's own ``validate()`` re-reads and re-parses its 1.3 MB definitions file on every call
+(about 50 ms) and stops at the first error. We use its bundled schemas and its exact file lookup, but compile
+one validator per (Kubernetes minor, kind) and report every error. Only built-in groups are routed here: its
+lookup drops the API group's domain, so a CRD such as ``scheduling.sigs.k8s.io/PodGroup`` would be checked
+against the core ``scheduling.k8s.io`` PodGroup.
+
+Without kubernetes-validate, a compact built-in schema covers the Pod and Service fields the renderer emits and
+rejects unknown field names at the levels it knows (PodSpec, Container, ServiceSpec); deeper structures that
+only user templates add (affinity, volumes, probes, ...) are then not type-checked.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+
+from ._common import dns_label_problem, format_path, label_value_problem, qualified_name_problem
+from ._crd import errors_to_problems
+
+Problem = tuple[str, str]
+
+DEFAULT_K8S_MINOR = "1.32"
+
+
+def is_core_group(group: str) -> bool:
+    """Groups served by Kubernetes itself: core ("") and ``*.k8s.io``, except the SIG/x- CRD domains."""
+    if group == "":
+        return True
+    return group.endswith(".k8s.io") and not group.endswith(".sigs.k8s.io") and not group.endswith(".x-k8s.io")
+
+
+@lru_cache(maxsize=1)
+def kubernetes_validate_version() -> str | None:
+    """Installed kubernetes-validate version, or None when the optional package is absent."""
+    try:
+        from kubernetes_validate.version import __version__
+    except ImportError:
+        return None
+    return str(__version__)
+
+
+def core_backend(core: bool = True) -> str:
+    """Which checker core kinds get: 'kubernetes-validate <ver>' or 'builtin' (say so in reports)."""
+    ver = kubernetes_validate_version() if core else None
+    return f"kubernetes-validate {ver}" if ver else "builtin"
+
+
+def _minor_tuple(v: str) -> tuple[int, int]:
+    m = re.match(r"^v?(\d+)\.(\d+)", v)
+    if not m:
+        raise ValueError(f"not a Kubernetes version: {v!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+@lru_cache(maxsize=None)
+def _kv_registry(minor: str) -> tuple[str, Any]:
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
+
+    wanted = _minor_tuple(minor)
+    candidates = [v for v in utils.all_versions() if _minor_tuple(v) <= wanted]
+    if not candidates:
+        raise ValueError(f"kubernetes-validate has no schemas for Kubernetes {minor}")
+    version = candidates[-1]
+    if _minor_tuple(version) != wanted:
+        raise ValueError(f"kubernetes-validate {kubernetes_validate_version()} has no schemas for Kubernetes "
+                         f"{minor} (newest not newer: {version})")
+    defs = utils.schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", minor)
+    return version, Resource.from_contents(defs) @ Registry()
+
+
+@lru_cache(maxsize=None)
+def _kv_validator(minor: str, kind: str, api_version: str) -> Validator | None:
+    from kubernetes_validate import utils
+    from referencing import Resource
+
+    version, registry = _kv_registry(minor)
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = utils.schema_contents(
+            f"kubernetes-json-schema/v{version}-local-strict/{kind.lower()}-{api}.json", minor)
+    except FileNotFoundError:
+        return None
+    validator: Validator = Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
+    return validator
+
+
+_QUANTITY_RE = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+                r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+_STR: dict[str, Any] = {"type": "string"}
+_INT: dict[str, Any] = {"type": "integer"}
+_BOOL: dict[str, Any] = {"type": "boolean"}
+_STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": _STR}
+_STR_LIST: dict[str, Any] = {"type": "array", "items": _STR}
+_QUANTITY: dict[str, Any] = {"anyOf": [_INT, {"type": "number"}, {"type": "string", "pattern": _QUANTITY_RE}]}
+_OBJ: dict[str, Any] = {"type": "object"}
+_OBJ_LIST: dict[str, Any] = {"type": "array", "items": _OBJ}
+
+
+def _obj(props: dict[str, Any], required: tuple[str, ...] = (), known: str = "") -> dict[str, Any]:
+    allp = {**{k: {} for k in known.split()}, **props}
+    return {"type": "object", "properties": allp, "required": list(required), "additionalProperties": False}
+
+
+_CONTAINER = _obj({
+    "name": _STR, "image": _STR, "command": _STR_LIST, "args": _STR_LIST, "workingDir": _STR,
+    "env": {"type": "array", "items": _obj({"name": _STR, "value": _STR, "valueFrom": _OBJ}, ("name",))},
+    "envFrom": _OBJ_LIST,
+    "imagePullPolicy": {"enum": ["Always", "Never", "IfNotPresent"]},
+    "resources": _obj({
+        "requests": {"type": "object", "additionalProperties": _QUANTITY},
+        "limits": {"type": "object", "additionalProperties": _QUANTITY},
+        "claims": {"type": "array", "items": _obj({"name": _STR, "request": _STR}, ("name",))},
+    }),
+    "ports": {"type": "array", "items": _obj({
+        "containerPort": {"type": "integer", "minimum": 1, "maximum": 65535}, "name": _STR,
+        "protocol": {"enum": ["TCP", "UDP", "SCTP"]}, "hostPort": _INT, "hostIP": _STR}, ("containerPort",))},
+    "volumeMounts": {"type": "array", "items": _obj({"name": _STR, "mountPath": _STR, "readOnly": _BOOL},
+                                                    ("name", "mountPath"),
+                                                    "subPath subPathExpr mountPropagation recursiveReadOnly")},
+    "securityContext": _OBJ, "stdin": _BOOL, "tty": _BOOL,
+}, ("name",), "lifecycle livenessProbe readinessProbe startupProbe resizePolicy restartPolicy stdinOnce "
+   "terminationMessagePath terminationMessagePolicy volumeDevices")
+
+_POD_SPEC = _obj({
+    "containers": {"type": "array", "items": _CONTAINER, "minItems": 1},
+    "initContainers": {"type": "array", "items": _CONTAINER},
+    "restartPolicy": {"enum": ["Always", "OnFailure", "Never"]},
+    "schedulerName": _STR, "priorityClassName": _STR, "hostname": _STR, "subdomain": _STR,
+    "nodeSelector": _STR_MAP, "serviceAccountName": _STR, "affinity": _OBJ, "tolerations": _OBJ_LIST,
+    "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+    "resourceClaims": {"type": "array", "items": _obj(
+        {"name": _STR, "resourceClaimName": _STR, "resourceClaimTemplateName": _STR}, ("name",))},
+    "terminationGracePeriodSeconds": _INT, "activeDeadlineSeconds": _INT, "hostNetwork": _BOOL,
+    "imagePullSecrets": _OBJ_LIST, "priority": _INT,
+}, ("containers",), "automountServiceAccountToken dnsConfig dnsPolicy enableServiceLinks ephemeralContainers "
+   "hostAliases hostIPC hostPID hostUsers nodeName os overhead preemptionPolicy readinessGates resources "
+   "runtimeClassName schedulingGates securityContext serviceAccount setHostnameAsFQDN shareProcessNamespace "
+   "topologySpreadConstraints")
+
+_SERVICE_SPEC = _obj({
+    "clusterIP": _STR, "selector": _STR_MAP, "publishNotReadyAddresses": _BOOL,
+    "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"]},
+    "ports": {"type": "array", "items": _obj({
+        "name": _STR, "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+        "targetPort": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535}, _STR]},
+        "protocol": {"enum": ["TCP", "UDP", "SCTP"]}, "appProtocol": _STR,
+        "nodePort": _INT}, ("port",))},
+}, (), "allocateLoadBalancerNodePorts clusterIPs externalIPs externalName externalTrafficPolicy "
+   "healthCheckNodePort internalTrafficPolicy ipFamilies ipFamilyPolicy loadBalancerClass loadBalancerIP "
+   "loadBalancerSourceRanges sessionAffinity sessionAffinityConfig trafficDistribution")
+
+
+def _top(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return _obj({"apiVersion": {"const": "v1"}, "kind": {"const": kind}, "metadata": _OBJ, "spec": spec,
+                 "status": _OBJ}, ("apiVersion", "kind", "metadata", "spec"))
+
+
+_BUILTIN = {"Pod": _top("Pod", _POD_SPEC), "Service": _top("Service", _SERVICE_SPEC)}
+
+
+@lru_cache(maxsize=None)
+def _builtin_validator(kind: str) -> Validator:
+    validator: Validator = Draft202012Validator(_BUILTIN[kind])
+    return validator
+
+
+def validate_core(obj: dict[str, Any], group: str, version: str, kind: str, *, core: bool,
+                  k8s_minor: str) -> list[Problem]:
+    """Schema problems of a built-in kind plus the API-server rules for the Pod and Service fields we emit."""
+    api_version = f"{group}/{version}" if group else version
+    out: list[Problem] = []
+    if core and kubernetes_validate_version():
+        validator = _kv_validator(k8s_minor, kind, api_version)
+        if validator is None:
+            return [("kind", f"Kubernetes {k8s_minor} has no built-in kind {kind} in {api_version}")]
+        out.extend(errors_to_problems(validator, obj, f"Kubernetes {k8s_minor}"))
+    elif group == "" and version == "v1" and kind in _BUILTIN:
+        out.extend(errors_to_problems(_builtin_validator(kind), obj, "built-in Pod/Service"))
+    if group == "" and version == "v1" and kind == "Pod":
+        out.extend(_pod_rules(obj))
+    elif group == "" and version == "v1" and kind == "Service":
+        out.extend(_service_rules(obj))
+    return out
+
+
+_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+           "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
+           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QTY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
+
+
+def parse_quantity(value: Any) -> Fraction | None:
+    """A Kubernetes quantity as an exact number, or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return Fraction(value)
+    if not isinstance(value, str):
+        return None
+    m = _QTY.match(value)
+    if not m:
+        return None
+    number = Fraction(m.group(1))
+    if m.group(2):
+        return number * Fraction(10) ** int(m.group(2)[1:])
+    return number * _SUFFIX[m.group(3) or ""]
+
+
+_NATIVE = ("cpu", "memory", "ephemeral-storage", "storage")
+
+
+def _container_rules(c: Any, path: str) -> list[Problem]:
+    if not isinstance(c, dict):
+        return []
+    out: list[Problem] = []
+    if not c.get("image"):
+        out.append((f"{path}.image", "required field is missing (the API server rejects a Pod without it)"))
+    res = c.get("resources")
+    if not isinstance(res, dict):
+        return out
+    req = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+    lim = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+    for name in sorted(set(req) | set(lim)):
+        rq, lm = parse_quantity(req.get(name)), parse_quantity(lim.get(name))
+        where = f"{path}.resources"
+        if (name in req and rq is None) or (name in lim and lm is None):
+            out.append((where, f"{name}: not a valid quantity"))
+            continue
+        if (rq is not None and rq < 0) or (lm is not None and lm < 0):
+            out.append((where, f"{name}: must not be negative"))
+        native = name in _NATIVE or "/" not in name or name.startswith("kubernetes.io/")
+        if not native:
+            msg = qualified_name_problem(name)
+            if msg:
+                out.append((where, f"resource name {msg}"))
+            if lm is None:
+                out.append((where, f"{name}: extended resources must set limits (requests alone are rejected)"))
+            elif rq is not None and rq != lm:
+                out.append((where, f"{name}: request {req[name]} must equal limit {lim[name]} "
+                                   "(extended resources cannot be overcommitted)"))
+            elif lm.denominator != 1:
+                out.append((where, f"{name}: must be a whole number"))
+        elif rq is not None and lm is not None and rq > lm:
+            out.append((where, f"{name}: request {req[name]} is greater than limit {lim[name]}"))
+    return out
+
+
+def _pod_rules(obj: dict[str, Any]) -> list[Problem]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [("spec", "required field is missing")] if spec is None else []
+    out: list[Problem] = []
+    names: set[str] = set()
+    for field in ("initContainers", "containers"):
+        items = spec.get(field)
+        if not isinstance(items, list):
+            continue
+        for i, c in enumerate(items):
+            path = f"spec.{field}[{i}]"
+            name = c.get("name") if isinstance(c, dict) else None
+            if isinstance(name, str):
+                msg = dns_label_problem(name)
+                if msg:
+                    out.append((f"{path}.name", msg))
+                if name in names:
+                    out.append((f"{path}.name", f"duplicate container name {name!r}"))
+                names.add(name)
+            out.extend(_container_rules(c, path))
+    for field in ("hostname", "subdomain"):
+        value = spec.get(field)
+        if isinstance(value, str):
+            msg = dns_label_problem(value)
+            if msg:
+                out.append((f"spec.{field}", msg))
+    claims = {rc.get("name") for rc in spec.get("resourceClaims") or [] if isinstance(rc, dict)}
+    for i, c in enumerate(spec.get("containers") or []):
+        res = c.get("resources") if isinstance(c, dict) else None
+        for j, claim in enumerate((res or {}).get("claims") or [] if isinstance(res, dict) else []):
+            if isinstance(claim, dict) and claim.get("name") not in claims:
+                out.append((f"spec.containers[{i}].resources.claims[{j}].name",
+                            f"{claim.get('name')!r} is not declared in spec.resourceClaims"))
+    out.extend(_selector_map(spec.get("nodeSelector"), "spec.nodeSelector"))
+    return out
+
+
+def _service_rules(obj: dict[str, Any]) -> list[Problem]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    out: list[Problem] = []
+    ports = spec.get("ports") or []
+    headless = spec.get("clusterIP") == "None"
+    if not ports and not headless and spec.get("type") != "ExternalName":
+        out.append(("spec.ports", "a Service that is not headless needs at least one port"))
+    seen: set[Any] = set()
+    for i, port in enumerate(ports if isinstance(ports, list) else []):
+        if not isinstance(port, dict):
+            continue
+        name = port.get("name")
+        if len(ports) > 1 and not name:
+            out.append((f"spec.ports[{i}].name", "required when a Service has more than one port"))
+        if isinstance(name, str) and name:
+            msg = dns_label_problem(name)
+            if msg:
+                out.append((f"spec.ports[{i}].name", msg))
+            if name in seen:
+                out.append((f"spec.ports[{i}].name", f"duplicate port name {name!r}"))
+            seen.add(name)
+    out.extend(_selector_map(spec.get("selector"), "spec.selector"))
+    return out
+
+
+def _selector_map(value: Any, path: str) -> list[Problem]:
+    if not isinstance(value, dict):
+        return []
+    out: list[Problem] = []
+    for key, val in value.items():
+        where = format_path([*path.split("."), str(key)])
+        msg = qualified_name_problem(str(key))
+        if msg:
+            out.append((where, msg))
+        if isinstance(val, str):
+            msg = label_value_problem(val)
+            if msg:
+                out.append((where, msg))
+    return out
