@@ -54,7 +54,10 @@ def die_internal(exc: BaseException, what: str) -> NoReturn:
     """An unexpected failure: one readable line (hosts show stderr to users), traceback on request."""
     if os.environ.get("TOPORENDER_DEBUG"):
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    print(f"toporender {what}: internal error: {type(exc).__name__}: {exc} "
-          "(please report it; set TOPORENDER_DEBUG=1 for a traceback)", file=sys.stderr)
+    print(
+        f"toporender {what}: internal error: {type(exc).__name__}: {exc} "
+        "(please report it; set TOPORENDER_DEBUG=1 for a traceback)",
+        file=sys.stderr,
+    )
     sys.stderr.flush()
     raise SystemExit(1)

@@ -53,11 +53,15 @@ def golden_dir_of(root: Path) -> str:
     config = load_config(single_document(root / CONFIG_FILE, CONFIG_FILE))
     rel = check_repo_relative(config.golden_dir, "golden_dir", Position(CONFIG_FILE))
     if rel in ("", "."):
-        raise fail("golden_dir must be a sub-directory of the repo, not the repo itself", Position(CONFIG_FILE))
+        raise fail(
+            "golden_dir must be a sub-directory of the repo, not the repo itself", Position(CONFIG_FILE)
+        )
     target = root / rel
     if target.exists() and (target.is_symlink() or not target.resolve().is_relative_to(root.resolve())):
-        raise fail(f"golden_dir {rel!r} is a symlink or leaves the repo; use a plain directory",
-                   Position(CONFIG_FILE))
+        raise fail(
+            f"golden_dir {rel!r} is a symlink or leaves the repo; use a plain directory",
+            Position(CONFIG_FILE),
+        )
     return rel
 
 
@@ -75,7 +79,11 @@ def existing_golden(root: Path, golden_dir: str) -> list[str]:
         return []
     found = []
     for path in base.rglob("*"):
-        if path.suffix in GOLDEN_SUFFIXES and not is_temp_name(path.name) and (path.is_file() or path.is_symlink()):
+        if (
+            path.suffix in GOLDEN_SUFFIXES
+            and not is_temp_name(path.name)
+            and (path.is_file() or path.is_symlink())
+        ):
             found.append(path.relative_to(root).as_posix())
     return sorted(found)
 
@@ -86,8 +94,10 @@ def plan(root: Path, result: RenderResult) -> GoldenPlan:
     for rel, content in sorted(p.wanted.items()):
         path = root / rel
         if path.is_symlink() or (path.exists() and not path.is_file()):
-            raise fail(f"{rel} exists but is not a regular file; remove it so golden files can be written",
-                       Position(rel))
+            raise fail(
+                f"{rel} exists but is not a regular file; remove it so golden files can be written",
+                Position(rel),
+            )
         if not path.exists():
             p.create.append(rel)
         elif path.read_bytes() != content.encode("utf-8"):
@@ -108,11 +118,14 @@ def diff(p: GoldenPlan) -> str:
     for rel in sorted(p.create + p.update + p.delete):
         old = _read(p.root / rel) if rel not in p.create else ""
         new = p.wanted.get(rel, "")
-        chunks.extend(difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True),
-            fromfile=f"a/{rel}" if rel not in p.create else "/dev/null",
-            tofile=f"b/{rel}" if rel not in p.delete else "/dev/null",
-        ))
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile=f"a/{rel}" if rel not in p.create else "/dev/null",
+                tofile=f"b/{rel}" if rel not in p.delete else "/dev/null",
+            )
+        )
         if chunks and not chunks[-1].endswith("\n"):
             chunks[-1] += "\n\\ No newline at end of file\n"
     return "".join(chunks)
@@ -142,22 +155,29 @@ def run_golden(root: Path, check: bool) -> int:
         return 0
     if check:
         sys.stdout.write(diff(p))
-        print(f"toporender golden: {len(p.create) + len(p.update) + len(p.delete)} golden file(s) out of date "
-              f"in {shown or './'}{p.golden_dir}; run 'toporender golden{' ' + str(root) if shown else ''}' "
-              "and commit the result", file=sys.stderr)
+        print(
+            f"toporender golden: {len(p.create) + len(p.update) + len(p.delete)} golden file(s) out of date "
+            f"in {shown or './'}{p.golden_dir}; run 'toporender golden{' ' + str(root) if shown else ''}' "
+            "and commit the result",
+            file=sys.stderr,
+        )
         return 1
     apply(p)
     for verb, items in (("created", p.create), ("updated", p.update), ("deleted", p.delete)):
         for rel in items:
             print(f"{verb} {shown}{rel}")
-    print("toporender golden: golden files changed; review and stage them (git add), then commit again",
-          file=sys.stderr)
+    print(
+        "toporender golden: golden files changed; review and stage them (git add), then commit again",
+        file=sys.stderr,
+    )
     return 1
 
 
 @click.command("golden")
 @click.argument("dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale.")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale."
+)
 def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
     """Re-render every workflow of DIR (default: .) into its golden dir.
 
@@ -172,7 +192,9 @@ def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
     except UserError as err:
         die_user_error(err)
     except OSError as exc:
-        die_user_error(fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")))
+        die_user_error(
+            fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+        )
     except Exception as exc:  # noqa: BLE001 - last-resort guard, no traceback for users
         die_internal(exc, "golden")
     raise SystemExit(status)

@@ -1,0 +1,1 @@
+"""Host adapters: Argo CD CMP, KRM function / kustomize legacy plugin, pre-commit golden files."""

@@ -1,0 +1,283 @@
+"""``toporender argocd generate``: the Argo CD config-management plugin (CMP v2 sidecar) command.
+
+The cmp-server runs this with cwd = the Application's source path inside a fresh, mode-reset
+copy of the repo, an empty stdin, and the request environment (see docs/delivery.md):
+
+- ``ARGOCD_APP_NAMESPACE``: target namespace, used when toporender.yaml does not fix one;
+- ``ARGOCD_APP_PARAMETERS``: JSON list of the parameters set on the Application (``null`` when
+  none; each ``{"name", "string"|"array"|"map"}``); ``PARAM_<NAME>`` is used only when the JSON
+  variable is absent (hand runs, old Argo CD);
+- ``ARGOCD_ENV_TOPORENDER_<SETTING>``: the same settings from the Application's ``plugin.env``
+  (lower precedence than parameters).
+
+stdout carries only manifests (YAML stream, or one JSON object per line with ``output-format:
+json``); it is written once, after the render succeeded, so a failure never yields a partial
+stream. Any error exits 1 with short ``path:line:col: message`` lines on stderr (Argo CD shows them
+in the UI). An empty render exits 0 with a warning on stderr: with auto-sync + prune, zero
+manifests delete every object the Application owns. Nothing is written to disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from toporender.errors import Diagnostic, UserError, fail
+from toporender.hosts.common import (
+    check_repo_relative,
+    die_internal,
+    die_user_error,
+    parse_bool,
+    print_diagnostics,
+)
+
+ENV_PREFIX = "ARGOCD_ENV_TOPORENDER_"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A per-Application setting: its parameter name, plugin.env name and UI announcement."""
+
+    name: str
+    env: str
+    title: str
+    tooltip: str
+    choices: tuple[str, ...] = ()
+    is_bool: bool = False
+
+    def announcement(self) -> dict[str, Any]:
+        """The static ``ParameterAnnouncement`` for argocd/plugin.yaml (UI only)."""
+        ann: dict[str, Any] = {
+            "name": self.name,
+            "title": self.title,
+            "tooltip": self.tooltip,
+            "collectionType": "string",
+            "required": False,
+        }
+        if self.choices:
+            ann["string"] = self.choices[0]
+        elif self.is_bool:
+            ann["string"] = "false"
+        return ann
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "pool",
+        "POOL",
+        "Pool",
+        "Pool for workflows that name none (overrides default_pool of toporender.yaml).",
+    ),
+    Setting(
+        "inventory",
+        "INVENTORY",
+        "Inventory file",
+        "Node inventory file, relative to the app path (overrides 'inventory' of toporender.yaml).",
+    ),
+    Setting(
+        "strict",
+        "STRICT",
+        "Strict placement",
+        "true: a gang that cannot be placed on the inventory is an error instead of a warning.",
+        is_bool=True,
+    ),
+    Setting(
+        "pool-objects",
+        "POOL_OBJECTS",
+        "Pool-level objects",
+        "true: also render the pool-level KAI Topology and Queue objects.",
+        is_bool=True,
+    ),
+    Setting(
+        "output-format",
+        "OUTPUT_FORMAT",
+        "Output format",
+        "yaml (default) or json (one object per line, faster for Argo CD to parse).",
+        choices=("yaml", "json"),
+    ),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+BY_ENV = {s.env: s for s in SETTINGS}
+
+
+def param_env_name(name: str) -> str:
+    """Argo CD's ``PARAM_`` escaping: upper-case, every char outside [A-Z0-9_] becomes ``_``."""
+    return "PARAM_" + re.sub(r"[^A-Z0-9_]", "_", name.upper())
+
+
+def _parameters(raw: str) -> dict[str, str]:
+    try:
+        params = json.loads(raw)
+    except ValueError as exc:
+        raise fail(f"ARGOCD_APP_PARAMETERS is not valid JSON: {exc}") from None
+    if params is None:
+        return {}
+    if not isinstance(params, list):
+        raise fail("ARGOCD_APP_PARAMETERS must be a JSON list of parameters")
+    found: dict[str, str] = {}
+    errors: list[Diagnostic] = []
+    for p in params:
+        name = p.get("name") if isinstance(p, dict) else None
+        if not isinstance(name, str):
+            errors.append(Diagnostic(f"ARGOCD_APP_PARAMETERS: every parameter needs a 'name', got {p!r}"))
+            continue
+        if name not in BY_NAME:
+            errors.append(Diagnostic(f"unknown plugin parameter {name!r}; known: {', '.join(BY_NAME)}"))
+            continue
+        if p.get("array") or p.get("map"):
+            errors.append(
+                Diagnostic(f"plugin parameter {name!r} takes a single string value, not an array or map")
+            )
+            continue
+        value = p.get("string")
+        if value is None or value == "":
+            continue  # cleared in the UI: fall back to the repo config
+        if not isinstance(value, str):
+            errors.append(Diagnostic(f"plugin parameter {name!r} must be a string, got {value!r}"))
+            continue
+        found[name] = value
+    if errors:
+        raise UserError(errors)
+    return found
+
+
+def collect_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """Raw setting values from the request env: parameters win over ``plugin.env`` entries."""
+    values: dict[str, str] = {}
+    errors: list[Diagnostic] = []
+    for key, value in sorted(environ.items()):
+        if not key.startswith(ENV_PREFIX):
+            continue
+        setting = BY_ENV.get(key[len(ENV_PREFIX) :])
+        if setting is None:
+            known = ", ".join(ENV_PREFIX + s.env for s in SETTINGS)
+            errors.append(
+                Diagnostic(
+                    f"unknown plugin env {key[len('ARGOCD_ENV_') :]!r}; known: "
+                    f"{known.replace('ARGOCD_ENV_', '')}"
+                )
+            )
+        elif value != "":
+            values[setting.name] = value
+    if errors:
+        raise UserError(errors)
+    raw = environ.get("ARGOCD_APP_PARAMETERS")
+    if raw is not None:
+        values.update(_parameters(raw))
+    else:
+        for s in SETTINGS:
+            value = environ.get(param_env_name(s.name), "")
+            if value != "":
+                values[s.name] = value
+    return values
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    namespace: str | None
+    pool: str | None
+    inventory: str | None
+    strict: bool | None
+    pool_objects: bool | None
+    output_format: str
+
+
+def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
+    values = collect_settings(environ)
+    errors: list[Diagnostic] = []
+
+    def flag(name: str) -> bool | None:
+        if name not in values:
+            return None
+        try:
+            return parse_bool(values[name], f"plugin parameter {name!r}")
+        except UserError as err:
+            errors.extend(err.diagnostics)
+            return None
+
+    fmt = values.get("output-format", "yaml").strip().lower()
+    if fmt not in BY_NAME["output-format"].choices:
+        errors.append(Diagnostic(f"plugin parameter 'output-format' must be yaml or json, got {fmt!r}"))
+    inventory = values.get("inventory")
+    if inventory is not None:
+        try:
+            inventory = check_repo_relative(inventory, "plugin parameter 'inventory'")
+        except UserError as err:
+            errors.extend(err.diagnostics)
+    strict, pool_objects = flag("strict"), flag("pool-objects")
+    if errors:
+        raise UserError(errors)
+    pool = values.get("pool")
+    return GenerateRequest(
+        namespace=environ.get("ARGOCD_APP_NAMESPACE") or None,
+        pool=pool.strip() if pool else None,
+        inventory=inventory,
+        strict=strict,
+        pool_objects=pool_objects,
+        output_format=fmt,
+    )
+
+
+def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[str, list[Diagnostic]]:
+    """Render ``app_dir`` for one Argo CD request; returns (stdout text, warnings)."""
+    from toporender.emit import dump_json, dump_yaml
+    from toporender.render import RenderOptions, render_repo
+
+    req = parse_request(environ)
+    options = RenderOptions(
+        namespace=req.namespace,
+        pool=req.pool,
+        inventory=req.inventory,
+        strict=req.strict,
+        pool_objects=req.pool_objects,
+    )
+    result = render_repo(app_dir, options)
+    objects = result.objects
+    if not objects:
+        return "", list(result.warnings)
+    return (dump_json(objects) if req.output_format == "json" else dump_yaml(objects)), list(result.warnings)
+
+
+@click.group("argocd")
+def argocd_cmd() -> None:
+    """Argo CD config-management plugin (sidecar) commands."""
+
+
+@argocd_cmd.command("generate")
+def generate_cmd() -> None:
+    """Print the manifests for the Argo CD app in the current directory.
+
+    Reads ARGOCD_APP_NAMESPACE, ARGOCD_APP_PARAMETERS / PARAM_* and ARGOCD_ENV_TOPORENDER_*.
+    """
+    try:
+        out, warnings = generate(Path.cwd(), os.environ)
+    except UserError as err:
+        die_user_error(
+            err, "toporender: no manifests generated; run 'toporender validate' in the repo to check it"
+        )
+    except Exception as exc:  # noqa: BLE001 - never a traceback in the Argo CD UI
+        die_internal(exc, "argocd generate")
+    print_diagnostics(warnings)
+    if not out:
+        print(
+            "toporender: warning: the repo renders no objects; Argo CD gets an empty manifest list, and with "
+            "prune enabled that deletes every resource this Application manages",
+            file=sys.stderr,
+        )
+        return
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    sys.stdout.flush()
+
+
+@argocd_cmd.command("parameters")
+def parameters_cmd() -> None:
+    """Print the parameter announcements as JSON (usable as a dynamic-parameters command)."""
+    print(json.dumps([s.announcement() for s in SETTINGS], indent=2))
