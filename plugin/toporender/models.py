@@ -66,7 +66,7 @@ class ResourceSpec(Strict):
 class TaskSpec(Strict):
     name: Name
     resource: Name = "default"
-    image: Annotated[str, Field(min_length=1, max_length=1024)]
+    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
     command: list[str] = Field(default_factory=list, max_length=1000)
     args: list[str] = Field(default_factory=list, max_length=10_000)
     env: dict[Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)], str] = Field(
@@ -153,6 +153,7 @@ class PoolConfig(Strict):
     topology_name: DnsLabel | None = None
     topology_keys: list[TopologyKey] = Field(default_factory=list, max_length=16)
     render_pool_objects: bool = False
+    default_image: Annotated[str, Field(min_length=1, max_length=1024)] = "ubuntu:24.04"
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     inventory: str | None = None
     pin: Literal["none", "soft", "hard"] = "none"

@@ -41,7 +41,7 @@ def base_pod(gang: Gang, task: Task) -> dict[str, Any]:
     labels = {**gang.workflow.spec.workflow.labels, **gang.labels, "toporender.dev/task": task.spec.name}
     if task.spec.lead:
         labels["toporender.dev/lead"] = "true"
-    container: dict[str, Any] = {"name": task.container, "image": task.spec.image}
+    container: dict[str, Any] = {"name": task.container, "image": task.spec.image or gang.pool.default_image}
     if task.spec.command:
         container["command"] = list(task.spec.command)
     if task.spec.args:

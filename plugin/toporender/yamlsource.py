@@ -156,7 +156,7 @@ class _Builder:
             if key == "<<" and event.implicit[0] and event.tag is None:
                 frame[2] = _MERGE
             else:
-                if key in frame[0] or key in frame[6]:
+                if key in frame[6]:
                     first = frame[6].get(key)
                     where = f" (first at line {first[0]})" if first else ""
                     raise self.err(f"duplicate key {key!r}{where}; each key may appear once", event.start_mark)

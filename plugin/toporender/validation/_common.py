@@ -14,6 +14,11 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a mapping, else ``{}``: rules tolerate malformed input the schema reports."""
+    return value if isinstance(value, dict) else {}
+
+
 def format_path(parts: Iterable[Any]) -> str:
     """Render a JSON path as ``spec.subGroups[1].name``; keys that are not identifiers are quoted."""
     out = ""
@@ -32,7 +37,7 @@ def identity(obj: Any) -> str:
     if not isinstance(obj, dict):
         return "<not an object>"
     kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj.get("kind") else "<no kind>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = as_dict(obj.get("metadata"))
     name = meta.get("name") if isinstance(meta.get("name"), str) and meta.get("name") else "<no name>"
     ns = meta.get("namespace")
     if isinstance(ns, str) and ns:
@@ -55,7 +60,10 @@ def dns_label_problem(value: str, what: str = "DNS-1123 label") -> str | None:
     if len(value) > 63:
         return f"{value!r} is longer than 63 characters ({len(value)}); must be a {what}"
     if not DNS1123_LABEL.match(value):
-        return f"{value!r} is not a {what} (lower-case letters, digits and '-', starting and ending alphanumeric)"
+        return (
+            f"{value!r} is not a {what} (lower-case letters, digits and '-', starting and ending "
+            "alphanumeric)"
+        )
     return None
 
 
@@ -64,8 +72,10 @@ def dns_subdomain_problem(value: str) -> str | None:
     if len(value) > 253:
         return f"{value!r} is longer than 253 characters ({len(value)}); must be a DNS-1123 subdomain"
     if not DNS1123_SUBDOMAIN.match(value):
-        return (f"{value!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', starting "
-                "and ending alphanumeric)")
+        return (
+            f"{value!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', starting "
+            "and ending alphanumeric)"
+        )
     return None
 
 
@@ -74,8 +84,10 @@ def dns1035_problem(value: str) -> str | None:
     if len(value) > 63:
         return f"{value!r} is longer than 63 characters ({len(value)}); must be a DNS-1035 label"
     if not DNS1035_LABEL.match(value):
-        return (f"{value!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-                "letter and ending alphanumeric)")
+        return (
+            f"{value!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a "
+            "letter and ending alphanumeric)"
+        )
     return None
 
 
@@ -96,8 +108,10 @@ def qualified_name_problem(key: str) -> str | None:
     if len(name) > 63:
         return f"key {key!r}: name part is longer than 63 characters ({len(name)})"
     if not QUALIFIED_NAME_PART.match(name):
-        return (f"key {key!r}: name part {name!r} must consist of alphanumerics, '-', '_' or '.', starting "
-                "and ending alphanumeric")
+        return (
+            f"key {key!r}: name part {name!r} must consist of alphanumerics, '-', '_' or '.', starting "
+            "and ending alphanumeric"
+        )
     return None
 
 
@@ -106,6 +120,8 @@ def label_value_problem(value: str) -> str | None:
     if len(value) > 63:
         return f"value {value!r} is longer than 63 characters ({len(value)})"
     if not LABEL_VALUE.match(value):
-        return (f"value {value!r} must be empty or consist of alphanumerics, '-', '_' or '.', starting and "
-                "ending alphanumeric")
+        return (
+            f"value {value!r} must be empty or consist of alphanumerics, '-', '_' or '.', starting and "
+            "ending alphanumeric"
+        )
     return None

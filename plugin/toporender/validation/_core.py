@@ -6,16 +6,17 @@ one validator per (Kubernetes minor, kind) and report every error. Only built-in
 lookup drops the API group's domain, so a CRD such as ``scheduling.sigs.k8s.io/PodGroup`` would be checked
 against the core ``scheduling.k8s.io`` PodGroup.
 
-Without kubernetes-validate, a compact built-in schema covers the Pod and Service fields the renderer emits and
-rejects unknown field names at the levels it knows (PodSpec, Container, ServiceSpec); deeper structures that
-only user templates add (affinity, volumes, probes, ...) are then not type-checked.
+Without kubernetes-validate, a compact built-in schema covers the Pod and Service fields the renderer emits
+and rejects unknown field names at the levels it knows (PodSpec, Container, ServiceSpec); deeper structures
+that only user templates add (affinity, volumes, probes, ...) are then not type-checked.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -33,17 +34,19 @@ def is_core_group(group: str) -> bool:
     """Groups served by Kubernetes itself: core ("") and ``*.k8s.io``, except the SIG/x- CRD domains."""
     if group == "":
         return True
-    return group.endswith(".k8s.io") and not group.endswith(".sigs.k8s.io") and not group.endswith(".x-k8s.io")
+    return (
+        group.endswith(".k8s.io") and not group.endswith(".sigs.k8s.io") and not group.endswith(".x-k8s.io")
+    )
 
 
 @lru_cache(maxsize=1)
 def kubernetes_validate_version() -> str | None:
     """Installed kubernetes-validate version, or None when the optional package is absent."""
     try:
-        from kubernetes_validate.version import __version__
+        module = importlib.import_module("kubernetes_validate.version")
     except ImportError:
         return None
-    return str(__version__)
+    return str(module.__version__)
 
 
 def core_backend(core: bool = True) -> str:
@@ -59,9 +62,9 @@ def _minor_tuple(v: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kv_registry(minor: str) -> tuple[str, Any]:
-    from kubernetes_validate import utils
+    utils = importlib.import_module("kubernetes_validate.utils")
     from referencing import Registry, Resource
 
     wanted = _minor_tuple(minor)
@@ -70,30 +73,35 @@ def _kv_registry(minor: str) -> tuple[str, Any]:
         raise ValueError(f"kubernetes-validate has no schemas for Kubernetes {minor}")
     version = candidates[-1]
     if _minor_tuple(version) != wanted:
-        raise ValueError(f"kubernetes-validate {kubernetes_validate_version()} has no schemas for Kubernetes "
-                         f"{minor} (newest not newer: {version})")
+        raise ValueError(
+            f"kubernetes-validate {kubernetes_validate_version()} has no schemas for Kubernetes "
+            f"{minor} (newest not newer: {version})"
+        )
     defs = utils.schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", minor)
     return version, Resource.from_contents(defs) @ Registry()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kv_validator(minor: str, kind: str, api_version: str) -> Validator | None:
-    from kubernetes_validate import utils
+    utils = importlib.import_module("kubernetes_validate.utils")
     from referencing import Resource
 
     version, registry = _kv_registry(minor)
     api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
         schema = utils.schema_contents(
-            f"kubernetes-json-schema/v{version}-local-strict/{kind.lower()}-{api}.json", minor)
+            f"kubernetes-json-schema/v{version}-local-strict/{kind.lower()}-{api}.json", minor
+        )
     except FileNotFoundError:
         return None
     validator: Validator = Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
     return validator
 
 
-_QUANTITY_RE = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-                r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+_QUANTITY_RE = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
 _STR: dict[str, Any] = {"type": "string"}
 _INT: dict[str, Any] = {"type": "integer"}
 _BOOL: dict[str, Any] = {"type": "boolean"}
@@ -109,71 +117,157 @@ def _obj(props: dict[str, Any], required: tuple[str, ...] = (), known: str = "")
     return {"type": "object", "properties": allp, "required": list(required), "additionalProperties": False}
 
 
-_CONTAINER = _obj({
-    "name": _STR, "image": _STR, "command": _STR_LIST, "args": _STR_LIST, "workingDir": _STR,
-    "env": {"type": "array", "items": _obj({"name": _STR, "value": _STR, "valueFrom": _OBJ}, ("name",))},
-    "envFrom": _OBJ_LIST,
-    "imagePullPolicy": {"enum": ["Always", "Never", "IfNotPresent"]},
-    "resources": _obj({
-        "requests": {"type": "object", "additionalProperties": _QUANTITY},
-        "limits": {"type": "object", "additionalProperties": _QUANTITY},
-        "claims": {"type": "array", "items": _obj({"name": _STR, "request": _STR}, ("name",))},
-    }),
-    "ports": {"type": "array", "items": _obj({
-        "containerPort": {"type": "integer", "minimum": 1, "maximum": 65535}, "name": _STR,
-        "protocol": {"enum": ["TCP", "UDP", "SCTP"]}, "hostPort": _INT, "hostIP": _STR}, ("containerPort",))},
-    "volumeMounts": {"type": "array", "items": _obj({"name": _STR, "mountPath": _STR, "readOnly": _BOOL},
-                                                    ("name", "mountPath"),
-                                                    "subPath subPathExpr mountPropagation recursiveReadOnly")},
-    "securityContext": _OBJ, "stdin": _BOOL, "tty": _BOOL,
-}, ("name",), "lifecycle livenessProbe readinessProbe startupProbe resizePolicy restartPolicy stdinOnce "
-   "terminationMessagePath terminationMessagePolicy volumeDevices")
+_CONTAINER = _obj(
+    {
+        "name": _STR,
+        "image": _STR,
+        "command": _STR_LIST,
+        "args": _STR_LIST,
+        "workingDir": _STR,
+        "env": {"type": "array", "items": _obj({"name": _STR, "value": _STR, "valueFrom": _OBJ}, ("name",))},
+        "envFrom": _OBJ_LIST,
+        "imagePullPolicy": {"enum": ["Always", "Never", "IfNotPresent"]},
+        "resources": _obj(
+            {
+                "requests": {"type": "object", "additionalProperties": _QUANTITY},
+                "limits": {"type": "object", "additionalProperties": _QUANTITY},
+                "claims": {"type": "array", "items": _obj({"name": _STR, "request": _STR}, ("name",))},
+            }
+        ),
+        "ports": {
+            "type": "array",
+            "items": _obj(
+                {
+                    "containerPort": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "name": _STR,
+                    "protocol": {"enum": ["TCP", "UDP", "SCTP"]},
+                    "hostPort": _INT,
+                    "hostIP": _STR,
+                },
+                ("containerPort",),
+            ),
+        },
+        "volumeMounts": {
+            "type": "array",
+            "items": _obj(
+                {"name": _STR, "mountPath": _STR, "readOnly": _BOOL},
+                ("name", "mountPath"),
+                "subPath subPathExpr mountPropagation recursiveReadOnly",
+            ),
+        },
+        "securityContext": _OBJ,
+        "stdin": _BOOL,
+        "tty": _BOOL,
+    },
+    ("name",),
+    "lifecycle livenessProbe readinessProbe startupProbe resizePolicy restartPolicy stdinOnce "
+    "terminationMessagePath terminationMessagePolicy volumeDevices",
+)
 
-_POD_SPEC = _obj({
-    "containers": {"type": "array", "items": _CONTAINER, "minItems": 1},
-    "initContainers": {"type": "array", "items": _CONTAINER},
-    "restartPolicy": {"enum": ["Always", "OnFailure", "Never"]},
-    "schedulerName": _STR, "priorityClassName": _STR, "hostname": _STR, "subdomain": _STR,
-    "nodeSelector": _STR_MAP, "serviceAccountName": _STR, "affinity": _OBJ, "tolerations": _OBJ_LIST,
-    "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
-    "resourceClaims": {"type": "array", "items": _obj(
-        {"name": _STR, "resourceClaimName": _STR, "resourceClaimTemplateName": _STR}, ("name",))},
-    "terminationGracePeriodSeconds": _INT, "activeDeadlineSeconds": _INT, "hostNetwork": _BOOL,
-    "imagePullSecrets": _OBJ_LIST, "priority": _INT,
-}, ("containers",), "automountServiceAccountToken dnsConfig dnsPolicy enableServiceLinks ephemeralContainers "
-   "hostAliases hostIPC hostPID hostUsers nodeName os overhead preemptionPolicy readinessGates resources "
-   "runtimeClassName schedulingGates securityContext serviceAccount setHostnameAsFQDN shareProcessNamespace "
-   "topologySpreadConstraints")
+_POD_SPEC = _obj(
+    {
+        "containers": {"type": "array", "items": _CONTAINER, "minItems": 1},
+        "initContainers": {"type": "array", "items": _CONTAINER},
+        "restartPolicy": {"enum": ["Always", "OnFailure", "Never"]},
+        "schedulerName": _STR,
+        "priorityClassName": _STR,
+        "hostname": _STR,
+        "subdomain": _STR,
+        "nodeSelector": _STR_MAP,
+        "serviceAccountName": _STR,
+        "affinity": _OBJ,
+        "tolerations": _OBJ_LIST,
+        "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+        "resourceClaims": {
+            "type": "array",
+            "items": _obj(
+                {"name": _STR, "resourceClaimName": _STR, "resourceClaimTemplateName": _STR}, ("name",)
+            ),
+        },
+        "terminationGracePeriodSeconds": _INT,
+        "activeDeadlineSeconds": _INT,
+        "hostNetwork": _BOOL,
+        "imagePullSecrets": _OBJ_LIST,
+        "priority": _INT,
+    },
+    ("containers",),
+    "automountServiceAccountToken dnsConfig dnsPolicy enableServiceLinks ephemeralContainers "
+    "hostAliases hostIPC hostPID hostUsers nodeName os overhead preemptionPolicy readinessGates resources "
+    "runtimeClassName schedulingGates securityContext serviceAccount setHostnameAsFQDN shareProcessNamespace "
+    "topologySpreadConstraints",
+)
 
-_SERVICE_SPEC = _obj({
-    "clusterIP": _STR, "selector": _STR_MAP, "publishNotReadyAddresses": _BOOL,
-    "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"]},
-    "ports": {"type": "array", "items": _obj({
-        "name": _STR, "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-        "targetPort": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535}, _STR]},
-        "protocol": {"enum": ["TCP", "UDP", "SCTP"]}, "appProtocol": _STR,
-        "nodePort": _INT}, ("port",))},
-}, (), "allocateLoadBalancerNodePorts clusterIPs externalIPs externalName externalTrafficPolicy "
-   "healthCheckNodePort internalTrafficPolicy ipFamilies ipFamilyPolicy loadBalancerClass loadBalancerIP "
-   "loadBalancerSourceRanges sessionAffinity sessionAffinityConfig trafficDistribution")
+_SERVICE_SPEC = _obj(
+    {
+        "clusterIP": _STR,
+        "selector": _STR_MAP,
+        "publishNotReadyAddresses": _BOOL,
+        "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"]},
+        "ports": {
+            "type": "array",
+            "items": _obj(
+                {
+                    "name": _STR,
+                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "targetPort": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 65535}, _STR]},
+                    "protocol": {"enum": ["TCP", "UDP", "SCTP"]},
+                    "appProtocol": _STR,
+                    "nodePort": _INT,
+                },
+                ("port",),
+            ),
+        },
+    },
+    (),
+    "allocateLoadBalancerNodePorts clusterIPs externalIPs externalName externalTrafficPolicy "
+    "healthCheckNodePort internalTrafficPolicy ipFamilies ipFamilyPolicy loadBalancerClass loadBalancerIP "
+    "loadBalancerSourceRanges sessionAffinity sessionAffinityConfig trafficDistribution",
+)
 
 
 def _top(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return _obj({"apiVersion": {"const": "v1"}, "kind": {"const": kind}, "metadata": _OBJ, "spec": spec,
-                 "status": _OBJ}, ("apiVersion", "kind", "metadata", "spec"))
+    return _obj(
+        {
+            "apiVersion": {"const": "v1"},
+            "kind": {"const": kind},
+            "metadata": _OBJ,
+            "spec": spec,
+            "status": _OBJ,
+        },
+        ("apiVersion", "kind", "metadata", "spec"),
+    )
 
 
 _BUILTIN = {"Pod": _top("Pod", _POD_SPEC), "Service": _top("Service", _SERVICE_SPEC)}
 
 
-@lru_cache(maxsize=None)
+# What the built-in fallback knows exists; it type-checks only Pod and Service (see _BUILTIN).
+_BUILTIN_KINDS: dict[str, frozenset[str]] = {
+    "v1": frozenset(
+        "Pod Service ConfigMap Secret ServiceAccount PersistentVolumeClaim Namespace Endpoints LimitRange "
+        "ResourceQuota PodTemplate ReplicationController".split()
+    ),
+    "apps/v1": frozenset("Deployment StatefulSet DaemonSet ReplicaSet".split()),
+    "batch/v1": frozenset("Job CronJob".split()),
+    "policy/v1": frozenset({"PodDisruptionBudget"}),
+    "scheduling.k8s.io/v1": frozenset({"PriorityClass"}),
+    "networking.k8s.io/v1": frozenset("NetworkPolicy Ingress".split()),
+    "rbac.authorization.k8s.io/v1": frozenset("Role RoleBinding ClusterRole ClusterRoleBinding".split()),
+    "resource.k8s.io/v1beta1": frozenset("ResourceClaim ResourceClaimTemplate DeviceClass".split()),
+    "resource.k8s.io/v1beta2": frozenset("ResourceClaim ResourceClaimTemplate DeviceClass".split()),
+    "resource.k8s.io/v1": frozenset("ResourceClaim ResourceClaimTemplate DeviceClass".split()),
+}
+
+
+@cache
 def _builtin_validator(kind: str) -> Validator:
     validator: Validator = Draft202012Validator(_BUILTIN[kind])
     return validator
 
 
-def validate_core(obj: dict[str, Any], group: str, version: str, kind: str, *, core: bool,
-                  k8s_minor: str) -> list[Problem]:
+def validate_core(
+    obj: dict[str, Any], group: str, version: str, kind: str, *, core: bool, k8s_minor: str
+) -> list[Problem]:
     """Schema problems of a built-in kind plus the API-server rules for the Pod and Service fields we emit."""
     api_version = f"{group}/{version}" if group else version
     out: list[Problem] = []
@@ -182,6 +276,8 @@ def validate_core(obj: dict[str, Any], group: str, version: str, kind: str, *, c
         if validator is None:
             return [("kind", f"Kubernetes {k8s_minor} has no built-in kind {kind} in {api_version}")]
         out.extend(errors_to_problems(validator, obj, f"Kubernetes {k8s_minor}"))
+    elif kind not in _BUILTIN_KINDS.get(api_version, frozenset()):
+        return [("kind", f"{kind} in {api_version} is not a built-in kind the fallback check knows")]
     elif group == "" and version == "v1" and kind in _BUILTIN:
         out.extend(errors_to_problems(_builtin_validator(kind), obj, "built-in Pod/Service"))
     if group == "" and version == "v1" and kind == "Pod":
@@ -191,9 +287,24 @@ def validate_core(obj: dict[str, Any], group: str, version: str, kind: str, *, c
     return out
 
 
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
-           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_SUFFIX: dict[str, Fraction | int] = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
 _QTY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
 
 
@@ -214,6 +325,10 @@ def parse_quantity(value: Any) -> Fraction | None:
     return number * _SUFFIX[m.group(3) or ""]
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 _NATIVE = ("cpu", "memory", "ephemeral-storage", "storage")
 
 
@@ -226,8 +341,9 @@ def _container_rules(c: Any, path: str) -> list[Problem]:
     res = c.get("resources")
     if not isinstance(res, dict):
         return out
-    req = res.get("requests") if isinstance(res.get("requests"), dict) else {}
-    lim = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+    raw_req, raw_lim = res.get("requests"), res.get("limits")
+    req: dict[str, Any] = raw_req if isinstance(raw_req, dict) else {}
+    lim: dict[str, Any] = raw_lim if isinstance(raw_lim, dict) else {}
     for name in sorted(set(req) | set(lim)):
         rq, lm = parse_quantity(req.get(name)), parse_quantity(lim.get(name))
         where = f"{path}.resources"
@@ -242,10 +358,17 @@ def _container_rules(c: Any, path: str) -> list[Problem]:
             if msg:
                 out.append((where, f"resource name {msg}"))
             if lm is None:
-                out.append((where, f"{name}: extended resources must set limits (requests alone are rejected)"))
+                out.append(
+                    (where, f"{name}: extended resources must set limits (requests alone are rejected)")
+                )
             elif rq is not None and rq != lm:
-                out.append((where, f"{name}: request {req[name]} must equal limit {lim[name]} "
-                                   "(extended resources cannot be overcommitted)"))
+                out.append(
+                    (
+                        where,
+                        f"{name}: request {req[name]} must equal limit {lim[name]} "
+                        "(extended resources cannot be overcommitted)",
+                    )
+                )
             elif lm.denominator != 1:
                 out.append((where, f"{name}: must be a whole number"))
         elif rq is not None and lm is not None and rq > lm:
@@ -280,13 +403,17 @@ def _pod_rules(obj: dict[str, Any]) -> list[Problem]:
             msg = dns_label_problem(value)
             if msg:
                 out.append((f"spec.{field}", msg))
-    claims = {rc.get("name") for rc in spec.get("resourceClaims") or [] if isinstance(rc, dict)}
-    for i, c in enumerate(spec.get("containers") or []):
+    claims = {rc.get("name") for rc in _list(spec.get("resourceClaims")) if isinstance(rc, dict)}
+    for i, c in enumerate(_list(spec.get("containers"))):
         res = c.get("resources") if isinstance(c, dict) else None
-        for j, claim in enumerate((res or {}).get("claims") or [] if isinstance(res, dict) else []):
+        for j, claim in enumerate(_list(res.get("claims")) if isinstance(res, dict) else []):
             if isinstance(claim, dict) and claim.get("name") not in claims:
-                out.append((f"spec.containers[{i}].resources.claims[{j}].name",
-                            f"{claim.get('name')!r} is not declared in spec.resourceClaims"))
+                out.append(
+                    (
+                        f"spec.containers[{i}].resources.claims[{j}].name",
+                        f"{claim.get('name')!r} is not declared in spec.resourceClaims",
+                    )
+                )
     out.extend(_selector_map(spec.get("nodeSelector"), "spec.nodeSelector"))
     return out
 
@@ -296,7 +423,7 @@ def _service_rules(obj: dict[str, Any]) -> list[Problem]:
     if not isinstance(spec, dict):
         return []
     out: list[Problem] = []
-    ports = spec.get("ports") or []
+    ports = _list(spec.get("ports"))
     headless = spec.get("clusterIP") == "None"
     if not ports and not headless and spec.get("type") != "ExternalName":
         out.append(("spec.ports", "a Service that is not headless needs at least one port"))

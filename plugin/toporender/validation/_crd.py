@@ -1,10 +1,10 @@
 """Custom-resource validation against the vendored upstream CRD schemas.
 
 The vendored files (``toporender/schemas/*.json``, written by ``tools/vendor_schemas.py``) are indexed by
-(group, kind) and variant. A schema is made strict before compiling: objects that declare ``properties`` reject
-unknown fields, because the API server would silently prune them and the user's intent would be lost. CEL rules
-are evaluated by hand-written Python equivalents (no CEL runtime dependency); rules that compare with
-``oldSelf`` only apply to updates and are skipped.
+(group, kind) and variant. A schema is made strict before compiling: objects that declare ``properties``
+reject unknown fields, because the API server would silently prune them and the user's intent would be
+lost. CEL rules are evaluated by hand-written Python equivalents (no CEL runtime dependency); rules that
+compare with ``oldSelf`` only apply to updates and are skipped.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -125,12 +125,17 @@ def strictify(node: Any) -> Any:
         return [strictify(v) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {k: (v if k in ("enum", "default", "required", "properties") else strictify(v))
-           for k, v in node.items()}
+    out = {
+        k: (v if k in ("enum", "default", "required", "properties") else strictify(v))
+        for k, v in node.items()
+    }
     if "properties" in node:
         out["properties"] = {k: strictify(v) for k, v in node["properties"].items()}
-        if ("additionalProperties" not in node and not node.get("x-kubernetes-preserve-unknown-fields")
-                and not node.get("x-kubernetes-embedded-resource")):
+        if (
+            "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+            and not node.get("x-kubernetes-embedded-resource")
+        ):
             out["additionalProperties"] = False
     if node.get("nullable") and isinstance(node.get("type"), str):
         out["type"] = [node["type"], "null"]
@@ -179,8 +184,13 @@ def registry() -> dict[tuple[str, str], dict[str, CrdDoc]]:
             continue
         raw = json.loads(entry.read_text(encoding="utf-8"))
         doc = CrdDoc(
-            file=entry.name, group=raw["group"], kind=raw["kind"], scope=raw["scope"], variant=raw["variant"],
-            source=raw["source"], schemas={v["name"]: v["schema"] for v in raw["versions"]},
+            file=entry.name,
+            group=raw["group"],
+            kind=raw["kind"],
+            scope=raw["scope"],
+            variant=raw["variant"],
+            source=raw["source"],
+            schemas={v["name"]: v["schema"] for v in raw["versions"]},
         )
         rules: list[str] = []
         _collect_rules(doc.schemas, rules)
@@ -214,7 +224,7 @@ def select(group: str, kind: str, variants: dict[str, str]) -> CrdDoc | None:
     return docs[wanted]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled(file: str, group: str, kind: str, variant: str, version: str) -> Validator:
     doc = registry()[(group, kind)][variant]
     schema = strictify(copy.deepcopy(doc.schemas[version]))
@@ -234,9 +244,14 @@ def errors_to_problems(validator: Validator, obj: Any, what: str) -> list[Proble
         path = list(err.absolute_path)
         if err.validator == "additionalProperties" and err.validator_value is False:
             declared = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
-            for key in sorted(str(k) for k in err.instance if k not in declared):
-                out.append((format_path([*path, key]),
-                            f"unknown field (not in the {what} schema; the API server would drop or reject it)"))
+            instance = err.instance if isinstance(err.instance, dict) else {}
+            for key in sorted(str(k) for k in instance if k not in declared):
+                out.append(
+                    (
+                        format_path([*path, key]),
+                        f"unknown field (not in the {what} schema; the API server would drop or reject it)",
+                    )
+                )
             continue
         out.append((format_path(path), err.message))
     return sorted(set(out))

@@ -20,10 +20,29 @@ Problem = tuple[str, str]
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 
-_ALLOWED = frozenset({"name", "namespace", "labels", "annotations", "finalizers", "ownerReferences",
-                      "generateName", "creationTimestamp"})
-_SERVER_SET = frozenset({"uid", "resourceVersion", "generation", "managedFields", "selfLink",
-                         "deletionTimestamp", "deletionGracePeriodSeconds"})
+_ALLOWED = frozenset(
+    {
+        "name",
+        "namespace",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "generateName",
+        "creationTimestamp",
+    }
+)
+_SERVER_SET = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "generation",
+        "managedFields",
+        "selfLink",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    }
+)
 
 # Kinds whose names the API server validates with something other than DNS-1123 subdomain.
 _NAME_RULES = {
@@ -32,8 +51,9 @@ _NAME_RULES = {
 }
 
 
-def check_metadata(obj: dict[str, Any], group: str, kind: str, scope: str | None,
-                   require_namespace: bool) -> list[Problem]:
+def check_metadata(
+    obj: dict[str, Any], group: str, kind: str, scope: str | None, require_namespace: bool
+) -> list[Problem]:
     """Check ``obj['metadata']``; ``scope`` is 'Namespaced', 'Cluster' or None when unknown."""
     meta = obj.get("metadata")
     if meta is None:
@@ -79,8 +99,12 @@ def check_metadata(obj: dict[str, Any], group: str, kind: str, scope: str | None
     if isinstance(annotations, dict):
         size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
         if size > TOTAL_ANNOTATION_SIZE_LIMIT:
-            out.append(("metadata.annotations",
-                        f"total size {size} bytes exceeds the limit of {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"))
+            out.append(
+                (
+                    "metadata.annotations",
+                    f"total size {size} bytes exceeds the limit of {TOTAL_ANNOTATION_SIZE_LIMIT} bytes",
+                )
+            )
 
     finalizers = meta.get("finalizers")
     if finalizers is not None:

@@ -1,0 +1,594 @@
+"""Deterministic topology-aware gang packer ("pack to empty").
+
+Gangs are placed one by one in arrival order. For each gang a depth-first search with backtracking (as KAI does
+across subgroups) chooses, level by level, a domain for the gang and then for each subgroup, largest first:
+
+* candidates are the domains of the group's level inside its parent's domain that can hold all its pods, taken
+  from a per-(ancestor, level) list sorted by free GPUs, so the first candidate is the best fit (least residual);
+  domains the same gang already uses come first; ties break on the domain path;
+* a preferred level is tried first and relaxed one level at a time up to the required level;
+* inside the chosen domain, pods go to the single child that fits tightest, else to the largest children first
+  with the tightest child for the remainder (Kueue's descent), and finally to nodes sorted by free GPUs
+  (largest first) and name, filling a node before the next (seed 001).
+
+When a gang does not fit, earlier gangs may be re-arranged (never dropped): the gangs that lie inside one region
+(a domain of the new gang's required level, then coarser ones) are lifted and re-packed together with the new gang
+in a few deterministic orders (largest subgroup first, largest gang first, new gang first). Earlier gangs never
+move when the new gang fits as they are, which is what makes plans stable under appended gangs.
+
+Work is bounded by step budgets that depend only on the gangs seen so far, so the result for a prefix of the
+arrival order never depends on what comes after it and the worst-case time stays bounded.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from toporender.errors import fail
+from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand
+from toporender.placement.inventory import Inventory, tolerates
+from toporender.placement.plan import PlacementPlan, build_plan
+from toporender.placement.tree import ROOT, Tree
+
+# Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
+GANG_STEPS = 3_000
+REPAIR_BASE_STEPS = 150_000
+REPAIR_STEPS_PER_GANG = 300
+MAX_MOVABLE = 300
+REPAIR_REGIONS = 3
+
+
+@dataclass
+class _Group:
+    name: str
+    parent: int
+    req: int
+    pref: int | None
+    children: list[int] = field(default_factory=list)
+    pods: list[int] = field(default_factory=list)
+    need: int = 0
+    sizes: tuple[tuple[int, int], ...] = ()
+    tol: frozenset[int] = frozenset()
+    tol_any: frozenset[int] = frozenset()
+
+
+@dataclass
+class _Gang:
+    idx: int
+    demand: GangDemand
+    groups: list[_Group]
+    pod_names: list[str]
+    pod_gpus: list[int]
+    need: int
+    max_leaf: int
+
+
+@dataclass
+class _Ctx:
+    gang: int
+    limit: int
+    steps: int = 0
+    used: dict[int, int] = field(default_factory=dict)
+
+
+def _sizes(gpus: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    counts: dict[int, int] = {}
+    for g in gpus:
+        counts[g] = counts.get(g, 0) + 1
+    return tuple(sorted(counts.items(), reverse=True))
+
+
+def hist_count(hist: Sequence[int], sizes: Sequence[tuple[int, int]]) -> int:
+    """How many pods (sizes largest first) fit on nodes with this free-GPU histogram, filling nodes largest first.
+
+    This is exactly what the node assignment does, so a domain that passes this test always receives its pods.
+    """
+    h = list(hist)
+    top = len(h) - 1
+    placed = 0
+    for g, k in sizes:
+        left = k
+        f = top
+        while left and f >= g:
+            c = h[f]
+            if c:
+                per = f // g
+                full = min(c, left // per)
+                if full:
+                    h[f] -= full
+                    h[f - per * g] += full
+                    left -= full * per
+                if left and h[f] and left < per:
+                    h[f] -= 1
+                    h[f - left * g] += 1
+                    left = 0
+            f -= 1
+        placed += k - left
+        if left:
+            break
+    return placed
+
+
+def _fits(hist: Sequence[int], sizes: Sequence[tuple[int, int]], need: int) -> bool:
+    return hist_count(hist, sizes) == sum(k for _, k in sizes) if need else True
+
+
+class Packer:
+    """One packing run: the tree state, the undo log and the assignments."""
+
+    def __init__(self, tree: Tree, gangs: Sequence[GangDemand]):
+        self.tree = tree
+        self.log: list[tuple[int, int, int, int]] = []
+        self.assign: dict[int, dict[int, int]] = {}
+        self.gangs = [self._compile(i, g) for i, g in enumerate(gangs)]
+        self.lca: dict[int, int] = {}
+        self.spent = 0
+        self.moved: set[int] = set()
+        self.placed: set[int] = set()
+        self.reasons: dict[int, str] = {}
+
+    # ---- demand compilation -------------------------------------------------------------------------------
+    def _level(self, gang: GangDemand, label: str | None, what: str) -> int | None:
+        if label is None:
+            return None
+        try:
+            return self.tree.levels.index(label)
+        except ValueError:
+            raise fail(
+                f"{gang.display}: {what} topology level {label!r} is not one of the pool's levels "
+                f"({', '.join(self.tree.levels) or 'none'})"
+            ) from None
+
+    def _compile(self, idx: int, gang: GangDemand) -> _Gang:
+        pods = sorted((p for p in gang.pods if p.gpus > 0), key=lambda p: (-p.gpus, p.name))
+        pod_index = {p.name: i for i, p in enumerate(pods)}
+
+        def group(name: str, parent: int, c: LevelConstraint, inherited: int) -> _Group:
+            req = self._level(gang, c.required, "required")
+            pref = self._level(gang, c.preferred, "preferred")
+            r = max(inherited, req if req is not None else -1)
+            return _Group(name, parent, r, pref)
+
+        groups = [group("", -1, gang.constraint, -1)]
+        by_name: dict[str, int] = {}
+        subs = {s.name: s for s in gang.subgroups}
+        order: list[str] = []
+        visiting: set[str] = set()
+
+        def visit(name: str) -> None:
+            if name in by_name or name in visiting:
+                return
+            visiting.add(name)
+            s = subs[name]
+            if s.parent is not None and s.parent in subs:
+                visit(s.parent)
+            parent = by_name.get(s.parent, 0) if s.parent is not None else 0
+            groups.append(group(name, parent, s.constraint, groups[parent].req))
+            by_name[name] = len(groups) - 1
+            groups[parent].children.append(len(groups) - 1)
+            order.append(name)
+
+        for name in sorted(subs):
+            visit(name)
+        leaf_of = dict(gang.pod_subgroup)
+        for s in gang.subgroups:
+            for p in s.pods:
+                leaf_of.setdefault(p.name, s.name)
+        for p in pods:
+            gi = by_name.get(leaf_of.get(p.name, ""), 0)
+            groups[gi].pods.append(pod_index[p.name])
+        gpus = [p.gpus for p in pods]
+        tree = self.tree
+        tainted = [n for n in range(len(tree.node_names)) if tree.node_ok[n] and tree.node_taints[n]]
+
+        def tolerated(plist: list[PodDemand]) -> frozenset[int]:
+            if not tainted or not plist or not all(p.tolerations for p in plist):
+                return frozenset()
+            return frozenset(
+                n for n in tainted
+                if all(all(tolerates(p.tolerations, t) for t in tree.node_taints[n]) for p in plist)
+            )
+
+        for gi in range(len(groups) - 1, -1, -1):
+            g = groups[gi]
+            g.tol = tolerated([pods[i] for i in g.pods])
+            sub_pods = list(g.pods)
+            tol_any = set(g.tol)
+            for c in g.children:
+                sub_pods.extend(self._subtree_pods(groups, c))
+                tol_any |= groups[c].tol_any
+            g.tol_any = frozenset(tol_any)
+            g.need = sum(gpus[i] for i in sub_pods)
+            g.sizes = _sizes([gpus[i] for i in sub_pods])
+        for g in groups:
+            g.children.sort(key=lambda c: (-groups[c].need, groups[c].name))
+        leaves = [g.need for g in groups if g.pods]
+        return _Gang(idx, gang, groups, [p.name for p in pods], gpus, groups[0].need, max(leaves, default=0))
+
+    @staticmethod
+    def _subtree_pods(groups: list[_Group], gi: int) -> list[int]:
+        out = list(groups[gi].pods)
+        for c in groups[gi].children:
+            out.extend(Packer._subtree_pods(groups, c))
+        return out
+
+    # ---- state changes -------------------------------------------------------------------------------------
+    def _take(self, ctx: _Ctx | None, gang: int, pairs: Sequence[tuple[int, int]]) -> None:
+        tree = self.tree
+        gpus = self.gangs[gang].pod_gpus
+        deltas: dict[int, int] = {}
+        asg = self.assign.setdefault(gang, {})
+        for pod, node in pairs:
+            g = gpus[pod]
+            deltas[node] = deltas.get(node, 0) + g
+            asg[pod] = node
+            self.log.append((gang, pod, node, 1))
+            if ctx is not None:
+                used = ctx.used
+                for d in tree.node_path[node]:
+                    used[d] = used.get(d, 0) + 1
+        tree.change(deltas)
+
+    def _release(self, gang: int) -> None:
+        asg = self.assign.pop(gang, {})
+        gpus = self.gangs[gang].pod_gpus
+        deltas: dict[int, int] = {}
+        for pod, node in sorted(asg.items()):
+            deltas[node] = deltas.get(node, 0) - gpus[pod]
+            self.log.append((gang, pod, node, -1))
+        self.tree.change(deltas)
+
+    def _rollback(self, mark: int, ctx: _Ctx | None) -> None:
+        tree = self.tree
+        deltas: dict[int, int] = {}
+        while len(self.log) > mark:
+            gang, pod, node, sign = self.log.pop()
+            g = self.gangs[gang].pod_gpus[pod]
+            if sign > 0:
+                del self.assign[gang][pod]
+                deltas[node] = deltas.get(node, 0) - g
+                if ctx is not None and gang == ctx.gang:
+                    used = ctx.used
+                    for d in tree.node_path[node]:
+                        c = used[d] - 1
+                        if c:
+                            used[d] = c
+                        else:
+                            del used[d]
+            else:
+                self.assign.setdefault(gang, {})[pod] = node
+                deltas[node] = deltas.get(node, 0) + g
+        tree.change(deltas)
+
+    # ---- capacity views --------------------------------------------------------------------------------------
+    def _hist(self, d: int, tol: frozenset[int]) -> list[int]:
+        tree = self.tree
+        if not tol:
+            return tree.dom_hist[d]
+        h = list(tree.dom_hist[d])
+        for n in tree.dom_tainted[d]:
+            if n in tol:
+                h[tree.node_free[n]] += 1
+        return h
+
+    def _free(self, d: int, tol: frozenset[int]) -> int:
+        tree = self.tree
+        if not tol:
+            return tree.dom_free[d]
+        return tree.dom_free[d] + sum(tree.node_free[n] for n in tree.dom_tainted[d] if n in tol)
+
+    # ---- pods into a fixed domain ------------------------------------------------------------------------------
+    def _distribute(self, ctx: _Ctx, d: int, pods: list[int], tol: frozenset[int]) -> bool:
+        tree = self.tree
+        children = tree.dom_children[d]
+        if not children:
+            return self._to_nodes(ctx, d, pods, tol)
+        gpus = self.gangs[ctx.gang].pod_gpus
+        remaining = pods
+        pool = list(children)
+        used = ctx.used
+        while remaining:
+            sizes = _sizes([gpus[p] for p in remaining])
+            need = sum(gpus[p] for p in remaining)
+            best: tuple[int, int, int] | None = None
+            for c in pool:
+                if self._free(c, tol) >= need and _fits(self._hist(c, tol), sizes, need):
+                    key = (0 if c in used else 1, self._free(c, tol) - need, tree.rank[c])
+                    if best is None or key < best:
+                        best = key
+            if best is not None:
+                c = tree.dom_rank[best[2]]
+                return self._distribute(ctx, c, remaining, tol)
+            pool.sort(key=lambda c: (0 if c in used else 1, -self._free(c, tol), tree.rank[c]))
+            taken = False
+            while pool:
+                c = pool.pop(0)
+                k = hist_count(self._hist(c, tol), sizes)
+                if k:
+                    if not self._distribute(ctx, c, remaining[:k], tol):
+                        return False
+                    remaining = remaining[k:]
+                    taken = True
+                    break
+            if not taken:
+                return False
+        return True
+
+    def _to_nodes(self, ctx: _Ctx, d: int, pods: list[int], tol: frozenset[int]) -> bool:
+        tree = self.tree
+        free = tree.node_free
+        clean = tree.node_clean
+        nodes = [n for n in tree.dom_nodes[d] if free[n] and (clean[n] or n in tol)]
+        gpus = self.gangs[ctx.gang].pod_gpus
+        local = {n: free[n] for n in nodes}
+        pairs: list[tuple[int, int]] = []
+        i = 0
+        while i < len(pods):
+            g = gpus[pods[i]]
+            order = sorted(nodes, key=lambda n: (-local[n], n))
+            j = 0
+            while i < len(pods) and gpus[pods[i]] == g:
+                while j < len(order) and local[order[j]] < g:
+                    j += 1
+                if j == len(order):
+                    return False
+                n = order[j]
+                local[n] -= g
+                pairs.append((pods[i], n))
+                i += 1
+        self._take(ctx, ctx.gang, pairs)
+        return True
+
+    # ---- search over groups ----------------------------------------------------------------------------------
+    def _candidates(self, ctx: _Ctx, g: _Group, w: int, lvl: int) -> Iterator[int]:
+        tree = self.tree
+        tol = g.tol_any
+        if lvl <= tree.dom_level[w]:
+            ctx.steps += 1
+            if self._free(w, tol) >= g.need and _fits(self._hist(w, tol), g.sizes, g.need):
+                yield w
+            return
+        need = g.need
+        used = ctx.used
+        rank = tree.rank
+        first = sorted(
+            (d for d in used if tree.dom_level[d] == lvl and tree.dom_real[d] and tree.inside(d, w)),
+            key=lambda d: (self._free(d, tol), rank[d]),
+        )
+        for d in first:
+            ctx.steps += 1
+            if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                yield d
+        seen: set[tuple[int, ...]] = set()
+        if tol:
+            pool = sorted(
+                (d for d in tree.level_domains[lvl] if tree.inside(d, w) and d not in used),
+                key=lambda d: (self._free(d, tol), rank[d]),
+            )
+            for d in pool:
+                ctx.steps += 1
+                if ctx.steps >= ctx.limit:
+                    return
+                if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                    yield d
+            return
+        lst = tree.index.get((w, lvl))
+        if not lst:
+            return
+        pos = bisect_left(lst, (need,))
+        while pos < len(lst):
+            if ctx.steps >= ctx.limit:
+                return
+            key = lst[pos]
+            d = key[2]
+            ctx.steps += 1
+            if d not in used:
+                h = tree.dom_hist[d]
+                if _fits(h, g.sizes, need):
+                    # Leaf domains in the same state are interchangeable: try one of them only.
+                    sig = tuple(h) if not tree.dom_children[d] else (-1 - d,)
+                    if sig not in seen:
+                        seen.add(sig)
+                        yield d
+                        pos = bisect_right(lst, key)
+                        continue
+            pos += 1
+
+    def _gen_group(self, ctx: _Ctx, gang: _Gang, gi: int, w: int) -> Iterator[None]:
+        g = gang.groups[gi]
+        lo = max(g.req, self.tree.dom_level[w])
+        hi = g.pref if g.pref is not None and g.pref > lo else lo
+        for lvl in range(hi, lo - 1, -1):
+            for d in self._candidates(ctx, g, w, lvl):
+                if ctx.steps >= ctx.limit:
+                    return
+                yield from self._gen_items(ctx, gang, gi, d, 0)
+
+    def _gen_items(self, ctx: _Ctx, gang: _Gang, gi: int, d: int, i: int) -> Iterator[None]:
+        g = gang.groups[gi]
+        if i < len(g.children):
+            for _ in self._gen_group(ctx, gang, g.children[i], d):
+                yield from self._gen_items(ctx, gang, gi, d, i + 1)
+            return
+        if not g.pods:
+            yield
+            return
+        mark = len(self.log)
+        ctx.steps += 1
+        if self._distribute(ctx, d, g.pods, g.tol):
+            yield
+        self._rollback(mark, ctx)
+
+    def place(self, gang: _Gang, region: int, limit: int) -> tuple[bool, int]:
+        """Place one gang inside ``region``; returns (placed, steps spent)."""
+        ctx = _Ctx(gang.idx, limit)
+        if gang.need == 0:
+            self.placed.add(gang.idx)
+            return True, 0
+        gen = self._gen_group(ctx, gang, 0, region)
+        ok = False
+        for _ in gen:
+            ok = True
+            break
+        gen.close()
+        if ok:
+            self.lca[gang.idx] = self._lca(gang.idx)
+            self.placed.add(gang.idx)
+        return ok, ctx.steps
+
+    def _lca(self, gang: int) -> int:
+        tree = self.tree
+        nodes = set(self.assign.get(gang, {}).values())
+        if not nodes:
+            return ROOT
+        paths = [tuple(reversed(tree.node_path[n])) for n in nodes]
+        depth = 0
+        first = paths[0]
+        while depth < len(first) and all(len(p) > depth and p[depth] == first[depth] for p in paths):
+            depth += 1
+        return first[depth - 1] if depth else ROOT
+
+    # ---- re-arranging earlier gangs ------------------------------------------------------------------------------
+    def _inside(self, region: int) -> list[int]:
+        tree = self.tree
+        self.spent += len(self.lca) // 64 + 1
+        return sorted(g for g, d in self.lca.items() if region == ROOT or tree.inside(d, region))
+
+    def repair(self, gang: _Gang) -> bool:
+        """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
+        tree = self.tree
+        allowance = REPAIR_BASE_STEPS + REPAIR_STEPS_PER_GANG * (gang.idx + 1)
+        r = gang.groups[0].req
+        if r < 0:
+            frontier = [ROOT]
+        else:
+            lst = tree.index.get((ROOT, r), [])
+            frontier = [k[2] for k in reversed(lst) if k[0] >= gang.need][:REPAIR_REGIONS]
+        tried: set[int] = set()
+        while frontier:
+            for region in frontier:
+                if region in tried:
+                    continue
+                tried.add(region)
+                if self.spent >= allowance:
+                    return False
+                if self._repack(gang, region, allowance):
+                    return True
+            frontier = sorted({tree.dom_parent[d] for d in frontier if d != ROOT}, key=lambda d: tree.rank[d])
+        return False
+
+    def _repack(self, gang: _Gang, region: int, allowance: int) -> bool:
+        movable = self._inside(region)
+        if not movable or len(movable) > MAX_MOVABLE:
+            return False
+        if self.tree.dom_free[region] < gang.need:
+            return False
+        mark = len(self.log)
+        saved = {m: self.lca[m] for m in movable}
+        before = {m: dict(self.assign.get(m, {})) for m in movable}
+        for m in movable:
+            self._release(m)
+            del self.lca[m]
+            self.placed.discard(m)
+        gs = [self.gangs[m] for m in movable]
+        orders = [
+            sorted(gs + [gang], key=lambda x: (-x.max_leaf, -x.need, x.idx)),
+            sorted(gs + [gang], key=lambda x: (-x.need, -x.max_leaf, x.idx)),
+            [gang] + gs,
+        ]
+        for order in orders:
+            inner = len(self.log)
+            ok = True
+            for x in order:
+                limit = min(GANG_STEPS, max(0, allowance - self.spent))
+                placed, steps = self.place(x, region, limit)
+                self.spent += steps
+                if not placed:
+                    ok = False
+                    break
+            if ok:
+                self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
+                return True
+            for x in order:
+                self.lca.pop(x.idx, None)
+                self.placed.discard(x.idx)
+            self._rollback(inner, None)
+            if self.spent >= allowance:
+                break
+        self._rollback(mark, None)
+        self.lca.update(saved)
+        self.placed.update(saved)
+        return False
+
+    def run(self) -> None:
+        for gang in self.gangs:
+            ok, _ = self.place(gang, ROOT, GANG_STEPS)
+            if not ok:
+                reason = self.reason(gang)
+                if not self.repair(gang):
+                    self.reasons[gang.idx] = reason
+            self.log.clear()
+
+    def reason(self, gang: _Gang) -> str:
+        """Why ``gang`` does not fit now: the binding level, the demand and the best domain's free capacity."""
+        tree = self.tree
+        excluded = sum(1 for ok in tree.node_ok if not ok)
+        tainted = sum(1 for n, t in enumerate(tree.node_taints) if t and tree.node_ok[n])
+        notes = []
+        if excluded:
+            notes.append(f"{excluded} cordoned node{'s' if excluded != 1 else ''}")
+        if tainted:
+            notes.append(f"{tainted} tainted node{'s' if tainted != 1 else ''} not tolerated")
+        suffix = f" ({', '.join(notes)} excluded)" if notes else ""
+        groups = sorted(range(len(gang.groups)), key=lambda gi: (gi != 0, -gang.groups[gi].need, gi))
+        for gi in groups:
+            g = gang.groups[gi]
+            who = gang.demand.display if gi == 0 else f"{gang.demand.display}/{g.name}"
+            if g.req < 0:
+                free = self._free(ROOT, g.tol_any)
+                if free < g.need:
+                    return f"{who} needs {g.need} GPUs; the pool has {free} free{suffix}"
+                continue
+            label = tree.levels[g.req]
+            cands = tree.level_domains[g.req]
+            if not cands:
+                return f"{who} needs {g.need} GPUs in one {label}; no node has the label {label}{suffix}"
+            best = min(cands, key=lambda d: (-self._free(d, g.tol_any), tree.rank[d]))
+            free = self._free(best, g.tol_any)
+            if free < g.need:
+                return f"{who} needs {g.need} GPUs in one {label}; the largest has {free} ({tree.name(best)}){suffix}"
+        g = gang.groups[0]
+        where = f" in one {tree.levels[g.req]}" if g.req >= 0 else ""
+        best = ROOT
+        if g.req >= 0:
+            best = min(tree.level_domains[g.req], key=lambda d: (-self._free(d, g.tol_any), tree.rank[d]))
+        pods = ", ".join(f"{k} x {s} GPUs" for s, k in g.sizes)
+        return (
+            f"{gang.demand.display} needs {g.need} GPUs ({pods}){where} with every subgroup inside its required "
+            f"domain; the largest{' ' + tree.levels[g.req] if g.req >= 0 else ' pool'} has "
+            f"{self._free(best, g.tol_any)} free ({tree.name(best)}) but no arrangement of whole pods fits{suffix}"
+        )
+
+
+def pack(
+    inventory: Inventory,
+    levels: Sequence[str],
+    gangs: Sequence[GangDemand],
+    *,
+    node_selector: Mapping[str, str] | None = None,
+) -> PlacementPlan:
+    """Place ``gangs`` (arrival order, earlier = higher priority) on ``inventory``.
+
+    ``levels`` are the pool's topology label keys, coarsest first. Pure and deterministic: the plan depends only
+    on the node set (not its order) and on the gang sequence.
+    """
+    keys = [g.key for g in gangs]
+    if len(set(keys)) != len(keys):
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        raise fail(f"gang keys must be unique; repeated: {', '.join(dup)}")
+    tree = Tree(inventory, levels, node_selector or {})
+    packer = Packer(tree, gangs)
+    packer.run()
+    return build_plan(tree, packer)

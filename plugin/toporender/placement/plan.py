@@ -1,0 +1,261 @@
+"""The placement plan: where each gang's pods go, per-domain usage, fragmentation and a reproducible hash.
+
+Everything here is plain data built once after packing; reports and the renderer read it, nothing mutates it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toporender.placement.packer import Packer, _Gang
+    from toporender.placement.tree import Tree
+
+
+@dataclass(frozen=True)
+class GangPlacement:
+    """The outcome for one gang."""
+
+    key: str
+    display: str
+    gpus: int
+    placed: bool
+    reason: str | None = None
+    subgroup_domains: dict[str, dict[str, str]] = field(default_factory=dict)
+    pod_nodes: dict[str, str] = field(default_factory=dict)
+    pod_domain: dict[str, str] = field(default_factory=dict)
+    span: dict[str, int] = field(default_factory=dict)
+    cuts: dict[str, int] = field(default_factory=dict)
+    moved: bool = False
+
+
+@dataclass(frozen=True)
+class DomainUsage:
+    """GPU accounting of one domain after the plan."""
+
+    level: str
+    path: tuple[str, ...]
+    total: int
+    preused: int
+    planned: int
+    unavailable: int
+    free: int
+
+    @property
+    def name(self) -> str:
+        return self.path[-1]
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    """Fragmentation of one level after the plan."""
+
+    level: str
+    domains: int
+    empty: int
+    partly_used: int
+    full: int
+    largest_free: int
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    """All gangs' placements plus pool-wide metrics."""
+
+    levels: tuple[str, ...]
+    gangs: dict[str, GangPlacement]
+    domains: tuple[DomainUsage, ...]
+    level_stats: tuple[LevelStats, ...]
+    smallest_unit: int
+    stranded_gpus: int
+    requested_gpus: int
+    placed_gpus: int
+    free_gpus: int
+    hash: str
+
+    def domains_at(self, level: str) -> list[DomainUsage]:
+        return [d for d in self.domains if d.level == level]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (stable key order) used by ``toporender plan --format json``."""
+        return {
+            "hash": self.hash,
+            "levels": list(self.levels),
+            "summary": {
+                "gangs": len(self.gangs),
+                "placed": sum(1 for g in self.gangs.values() if g.placed),
+                "requestedGPUs": self.requested_gpus,
+                "placedGPUs": self.placed_gpus,
+                "freeGPUs": self.free_gpus,
+                "moved": sorted(k for k, g in self.gangs.items() if g.moved),
+            },
+            "gangs": [
+                {
+                    "key": g.key,
+                    "display": g.display,
+                    "gpus": g.gpus,
+                    "placed": g.placed,
+                    **({"reason": g.reason} if g.reason else {}),
+                    "domains": g.subgroup_domains,
+                    "span": g.span,
+                    "cuts": g.cuts,
+                    "pods": [
+                        {"name": p, "node": n, "domain": g.pod_domain.get(p, "")} for p, n in g.pod_nodes.items()
+                    ],
+                }
+                for g in self.gangs.values()
+            ],
+            "domains": [
+                {"level": d.level, "domain": "/".join(d.path), "total": d.total, "preused": d.preused,
+                 "planned": d.planned, "unavailable": d.unavailable, "free": d.free}
+                for d in self.domains
+            ],
+            "fragmentation": {
+                "smallestUnitGPUs": self.smallest_unit,
+                "strandedGPUs": self.stranded_gpus,
+                "levels": [
+                    {"level": s.level, "domains": s.domains, "empty": s.empty, "partlyUsed": s.partly_used,
+                     "full": s.full, "largestFree": s.largest_free}
+                    for s in self.level_stats
+                ],
+            },
+        }
+
+
+def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
+    """sha256 of the canonical JSON of the assignment (levels, and per gang the pod -> node map)."""
+    canon = {
+        "levels": list(levels),
+        "gangs": {k: sorted(g.pod_nodes.items()) if g.placed else None for k, g in sorted(gangs.items())},
+    }
+    text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _lca_path(tree: Tree, nodes: list[int]) -> list[int]:
+    """Real domains (coarsest first) shared by all ``nodes``."""
+    if not nodes:
+        return []
+    paths = {tree.node_path[n] for n in nodes}
+    first = next(iter(paths))
+    out = []
+    for d in reversed(first[:-1]):
+        if all(d in p for p in paths) and tree.dom_real[d]:
+            out.append(d)
+        else:
+            break
+    return out
+
+
+def _finest_level(gang: _Gang, gi: int) -> int:
+    best = -1
+    while gi >= 0:
+        g = gang.groups[gi]
+        best = max(best, g.req, g.pref if g.pref is not None else -1)
+        gi = g.parent
+    return best
+
+
+def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
+    """Collect the packer's state into a :class:`PlacementPlan`."""
+    levels = tree.levels
+    gangs: dict[str, GangPlacement] = {}
+    planned_node: dict[int, int] = {}
+    unit = 0
+    requested = placed_gpus = 0
+    for gang in packer.gangs:
+        if gang.need:
+            leaf_needs = [g.need for g in gang.groups if g.pods]
+            u = min(leaf_needs) if leaf_needs else gang.need
+            unit = u if not unit else min(unit, u)
+        requested += gang.need
+        ok = gang.idx in packer.placed
+        if not ok:
+            gangs[gang.demand.key] = GangPlacement(
+                gang.demand.key, gang.demand.display, gang.need, False,
+                packer.reasons.get(gang.idx, f"{gang.demand.display} does not fit"),
+            )
+            continue
+        placed_gpus += gang.need
+        asg = packer.assign.get(gang.idx, {})
+        for pod, node in asg.items():
+            planned_node[node] = planned_node.get(node, 0) + gang.pod_gpus[pod]
+        leaf_of = {}
+        for gi, g in enumerate(gang.groups):
+            for p in g.pods:
+                leaf_of[p] = gi
+        sub_domains: dict[str, dict[str, str]] = {}
+        for gi, g in enumerate(gang.groups):
+            members = _subtree_pods(gang, gi)
+            path = _lca_path(tree, [asg[p] for p in members if p in asg])
+            sub_domains[g.name] = {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
+        pod_nodes: dict[str, str] = {}
+        pod_domain: dict[str, str] = {}
+        for pod in sorted(asg, key=lambda p: gang.pod_names[p]):
+            node = asg[pod]
+            name = gang.pod_names[pod]
+            pod_nodes[name] = tree.node_names[node]
+            lvl = _finest_level(gang, leaf_of.get(pod, 0))
+            if lvl < 0:
+                lvl = len(levels) - 1
+            dom = next((d for d in tree.node_path[node] if tree.dom_real[d] and 0 <= tree.dom_level[d] <= lvl), None)
+            if dom is not None:
+                pod_domain[name] = f"{levels[tree.dom_level[dom]]}={tree.dom_path[dom][-1]}"
+        span: dict[str, int] = {}
+        cuts: dict[str, int] = {}
+        for li, label in enumerate(levels):
+            counts: dict[int, int] = {}
+            for node in asg.values():
+                d = next((x for x in tree.node_path[node] if tree.dom_level[x] == li and tree.dom_real[x]), -1)
+                counts[d] = counts.get(d, 0) + 1
+            k = sum(counts.values())
+            span[label] = len(counts)
+            cuts[label] = (k * k - sum(c * c for c in counts.values())) // 2
+        gangs[gang.demand.key] = GangPlacement(
+            gang.demand.key, gang.demand.display, gang.need, True, None, sub_domains, pod_nodes, pod_domain,
+            span, cuts, gang.idx in packer.moved,
+        )
+
+    planned = [0] * len(tree.dom_path)
+    for node, gpus in planned_node.items():
+        for d in tree.node_path[node]:
+            planned[d] += gpus
+    domains: list[DomainUsage] = []
+    stats: list[LevelStats] = []
+    stranded = 0
+    for li, label in enumerate(levels):
+        empty = partly = full = 0
+        largest = 0
+        for d in tree.level_domains[li]:
+            total = tree.dom_total[d]
+            unavailable = tree.dom_unavail[d]
+            used = tree.dom_used0[d] + planned[d]
+            free = max(0, total - used - unavailable)
+            domains.append(DomainUsage(label, tree.dom_path[d], total, tree.dom_used0[d], planned[d],
+                                       unavailable, free))
+            largest = max(largest, tree.dom_free[d])
+            if used == 0:
+                empty += 1
+            elif free == 0:
+                full += 1
+            else:
+                partly += 1
+            if li == len(levels) - 1 and 0 < tree.dom_free[d] < unit:
+                stranded += tree.dom_free[d]
+        stats.append(LevelStats(label, len(tree.level_domains[li]), empty, partly, full, largest))
+    return PlacementPlan(
+        levels, gangs, tuple(domains), tuple(stats), unit, stranded, requested, placed_gpus,
+        sum(tree.node_free[n] for n in range(len(tree.node_names)) if tree.node_ok[n]),
+        plan_hash(levels, gangs),
+    )
+
+
+def _subtree_pods(gang: _Gang, gi: int) -> list[int]:
+    """Pods of group ``gi`` and all its descendants."""
+    out = list(gang.groups[gi].pods)
+    for c in gang.groups[gi].children:
+        out.extend(_subtree_pods(gang, c))
+    return out

@@ -1,0 +1,45 @@
+"""Shared helpers: build throwaway workflow repos and run the CLI in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from toporender.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> CliResult:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+def write_repo(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.fixture
+def make_repo(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
+    counter = iter(range(1_000_000))
+
+    def make(files: dict[str, str]) -> Path:
+        return write_repo(tmp_path / f"repo{next(counter)}", files)
+
+    return make
