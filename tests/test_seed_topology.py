@@ -45,13 +45,14 @@ def test_seed_case(path: Path, tmp_path: Path) -> None:
         return
     objects = render_repo(repo).objects
     podgroups = [o for o in objects if o["kind"] == "PodGroup"]
-    assert [pg["metadata"]["labels"]["toporender.dev/group"] for pg in podgroups] == [e["group"] for e in case["expect"]]
+    groups = [pg["metadata"]["labels"]["toporender.dev/group"] for pg in podgroups]
+    assert groups == [e["group"] for e in case["expect"]]
     for expected, pg in zip(case["expect"], podgroups):
         assert pg["spec"] == expected["spec"]
         pods = [o for o in objects if o["kind"] == "Pod"
                 and o["metadata"]["annotations"]["pod-group-name"] == pg["metadata"]["name"]]
-        got = {p["metadata"]["labels"]["toporender.dev/task"]: p["metadata"]["labels"].get("kai.scheduler/subgroup-name")
-               for p in pods}
+        labels = [p["metadata"]["labels"] for p in pods]
+        got = {lab["toporender.dev/task"]: lab.get("kai.scheduler/subgroup-name") for lab in labels}
         assert got == expected["pods"]
         for pod in pods:
             assert pod["spec"]["schedulerName"] == "kai-scheduler"

@@ -17,6 +17,7 @@ from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.pods import base_pod, headless_service
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
+from toporender.templates import apply_pod_templates, check_templates, group_variables, render_group_templates
 from toporender.yamlsource import Document
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
@@ -75,6 +76,7 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
            inventory_docs: list[Document] | None = None) -> RenderResult:
     sink = DiagnosticSink()
     check_config(repo, sink)
+    check_templates(repo.config, repo.config_doc, sink)
     sink.raise_if_errors()
     gangs = expand(repo, namespace=options.namespace, pool=options.pool, sink=sink)
     sink.raise_if_errors()
@@ -84,8 +86,9 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     if pool_objs:
         files.append(RenderedFile(CONFIG_FILE, pool_objs))
     by_source: dict[str, list[dict[str, Any]]] = {}
+    warned: set[str] = set()
     for gang in gangs:
-        by_source.setdefault(gang.source, []).extend(render_gang(gang, repo, sink))
+        by_source.setdefault(gang.source, []).extend(render_gang(gang, repo, sink, warned))
     sink.raise_if_errors()
     files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
     result = RenderResult(files, sink.warnings)
@@ -107,22 +110,26 @@ def _pool_objects(repo: Repo, options: RenderOptions) -> list[dict[str, Any]]:
     return objs
 
 
-def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink) -> list[dict[str, Any]]:
-    """Objects of one task group in stream order: PodGroup(s), Service, Pods."""
+def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
+    """Objects of one task group in stream order: group-template objects, PodGroup(s), Service, Pods."""
+    config, doc = repo.config, repo.config_doc
+    variables = group_variables(gang, config)
+    templated = render_group_templates(gang, config, doc, variables, sink, warned)
     backend = backend_for(gang.pool).render_gang(gang)
     pods: list[dict[str, Any]] = []
     for task in gang.tasks:
-        pod = base_pod(gang, task)
+        pod = apply_pod_templates(base_pod(gang, task), gang, task, config, doc, variables, sink, warned)
         meta = pod["metadata"]
-        meta["labels"].update(backend.pod_labels.get(task.spec.name, {}))
+        meta["labels"] = {**meta.get("labels", {}), **gang.labels, "toporender.dev/task": task.spec.name,
+                          **backend.pod_labels.get(task.spec.name, {})}
         ann = backend.pod_annotations.get(task.spec.name)
         if ann:
-            meta.setdefault("annotations", {}).update(ann)
+            meta["annotations"] = {**meta.get("annotations", {}), **ann}
         if backend.scheduler_name:
             pod["spec"] = {"schedulerName": backend.scheduler_name, **pod["spec"]}
         pods.append(pod)
     service = headless_service(gang)
-    group_objs = backend.objects + ([service] if service else [])
+    group_objs = templated + backend.objects + ([service] if service else [])
     if repo.config.sync_waves:
         for o in group_objs:
             _annotate(o, {SYNC_WAVE: "-1"})
@@ -144,7 +151,8 @@ def _check_identities(result: RenderResult) -> None:
         for o in f.objects:
             count += 1
             meta = o.get("metadata", {})
-            ident = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
+            ident = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace", "")),
+                     str(meta.get("name")))
             if ident in seen:
                 errors.append(Diagnostic(
                     f"{ident[1]} '{ident[3]}' is rendered twice (also from {seen[ident]}); rename the workflow, group "

@@ -69,6 +69,15 @@ class GroupTopology:
 
 
 @dataclass
+class _RawSubgroup:
+    path: tuple[str, ...]
+    parent: tuple[str, ...] | None
+    constraint: Constraint
+    tasks: tuple[str, ...]
+    kids: list[tuple[str, ...]]
+
+
+@dataclass
 class _Node:
     level: int
     label: str
@@ -96,7 +105,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
     errors_before = len(sink.errors)
 
     per_task: list[tuple[str, list[tuple[int, str, bool, Loc]]]] = []
-    for task, tloc in zip(group.spec.tasks, group.task_locs):
+    for task in group.spec.tasks:
         res = resources.get(task.resource)
         if res is None:
             continue  # reported by the workflow checks
@@ -178,7 +187,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
     if not node.children:
         return GroupTopology(top)
 
-    raw: list[tuple[tuple[str, ...], str | None, Constraint, list[str], list[tuple[str, ...]]]] = []
+    raw: list[_RawSubgroup] = []
 
     def emit(start: _Node, parent: tuple[str, ...] | None) -> tuple[str, ...]:
         c = _merge(Constraint(), start)
@@ -186,24 +195,20 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
         while len(cur.children) == 1:
             cur = next(iter(cur.children.values()))
             c = _merge(c, cur)
-        slot = len(raw)
-        raw.append((cur.path, None, c, list(cur.tasks), []))
-        kids = [emit(child, cur.path) for child in cur.children.values()]
-        raw[slot] = (cur.path, "-".join(parent) if parent else None, c, list(cur.tasks), kids)
+        entry = _RawSubgroup(cur.path, parent, c, tuple(cur.tasks), [])
+        raw.append(entry)
+        entry.kids.extend(emit(child, cur.path) for child in cur.children.values())
         return cur.path
 
     for child in node.children.values():
         emit(child, None)
 
-    names = unique_names(["-".join(path) for path, *_ in raw])
-    by_path = {path: name for (path, *_), name in zip(raw, names)}
-    subgroups: list[Subgroup] = []
-    task_subgroup: dict[str, str] = {}
-    for path, _parent, c, tasks, kids in raw:
-        name = by_path[path]
-        parent_path = next((p for p, *rest in raw if path in rest[3]), None)
-        subgroups.append(Subgroup(name, by_path[parent_path] if parent_path else None, c, tuple(tasks),
-                                  tuple(by_path[k] for k in kids), path))
-        for t in tasks:
-            task_subgroup[t] = name
-    return GroupTopology(top, tuple(subgroups), task_subgroup)
+    names = unique_names(["-".join(r.path) for r in raw])
+    by_path = {r.path: name for r, name in zip(raw, names)}
+    subgroups = tuple(
+        Subgroup(by_path[r.path], by_path[r.parent] if r.parent else None, r.constraint, r.tasks,
+                 tuple(by_path[k] for k in r.kids), r.path)
+        for r in raw
+    )
+    task_subgroup = {t: sg.name for sg in subgroups for t in sg.tasks}
+    return GroupTopology(top, subgroups, task_subgroup)

@@ -95,7 +95,7 @@ class _Builder:
         try:
             return construct(yaml.ScalarNode(tag, event.value))
         except (ValueError, yaml.YAMLError) as exc:
-            raise self.err(f"cannot read {event.value!r} as {tag.rsplit(':', 1)[-1]}: {exc}", event.start_mark)
+            raise self.err(f"cannot read {event.value!r} as {tag.rsplit(':', 1)[-1]}: {exc}", event.start_mark) from None
 
     def documents(self, stream: Iterator[ev.Event]) -> Iterator[tuple[Any, dict[Loc, tuple[int, int]]]]:
         for event in stream:
@@ -161,7 +161,8 @@ class _Builder:
                     where = f" (first at line {first[0]})" if first else ""
                     raise self.err(f"duplicate key {key!r}{where}; each key may appear once", event.start_mark)
                 frame[2] = key
-            frame[5] = (event.start_mark.line + 1, event.start_mark.column + 1)
+            mark = event.start_mark
+            frame[5] = (mark.line + 1, mark.column + 1) if mark else (1, 1)
             frame[6][key] = frame[5]
             return True
 

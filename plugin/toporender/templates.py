@@ -1,0 +1,349 @@
+"""Group templates and pod templates (seed 004, OSMO group/pod templates).
+
+Templates are untrusted text from the repo: every string value is rendered with a sandboxed
+Jinja2 environment and ``StrictUndefined``; keys are never rendered. A value that is exactly one
+``{{ expression }}`` keeps the expression's type (``{{ TASKS|length }}`` is an integer), anything
+else renders to a string. Group templates with the same identity are merged with RFC 7386 JSON
+merge patch; pod templates merge with the Kubernetes-aware rule in :func:`merge_pod`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, UndefinedError
+from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+
+from toporender.errors import DiagnosticSink, Position
+from toporender.models import RepoConfig
+from toporender.yamlsource import Document, Loc
+
+if TYPE_CHECKING:
+    from toporender.gangs import Gang, Task
+
+RESERVED_PREFIXES = ("toporender.dev/", "kai.scheduler/", "gang.scheduling.koordinator.sh/",
+                     "pod-group.scheduling.sigs.k8s.io", "runai/")
+RESERVED_KEYS = {"pod-group-name"}
+SET_LISTS = {"tolerations", "resourceClaims", "claims", "imagePullSecrets", "finalizers"}
+_WHOLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}|\{\{|\{%).)*)\}\}\s*$", re.S)
+_MAX_RENDERED = 1_000_000
+
+
+class TemplateFailure(Exception):
+    """A template could not be rendered; carries the data path of the failing value."""
+
+    def __init__(self, path: Loc, message: str):
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+class _Env(SandboxedEnvironment):
+    pass
+
+
+@lru_cache(maxsize=1)
+def _env() -> _Env:
+    env = _Env(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.globals.clear()
+    return env
+
+
+@lru_cache(maxsize=8192)
+def _compile(text: str) -> Callable[[Mapping[str, Any]], Any]:
+    env = _env()
+    whole = _WHOLE.match(text)
+    if whole:
+        expr = env.compile_expression(whole.group("expr"), undefined_to_none=False)
+
+        def native(variables: Mapping[str, Any]) -> Any:
+            value = expr(**variables)
+            if isinstance(value, Undefined):
+                str(value)  # raises UndefinedError with Jinja's message
+            return value
+
+        return native
+    template = env.from_string(text)
+    return lambda variables: template.render(**variables)
+
+
+def _jsonable(value: Any, path: Loc) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, path) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, path) for k, v in value.items()}
+    raise TemplateFailure(path, f"expression produced a {type(value).__name__}, which is not a YAML value")
+
+
+def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> Any:
+    """Render every string inside ``value`` (not keys) with ``variables``."""
+    if isinstance(value, str):
+        if "{" not in value:
+            return value
+        try:
+            out = _compile(value)(variables)
+        except UndefinedError as exc:
+            msg = str(exc.message or exc)
+            if "unsafe" in msg:
+                raise TemplateFailure(path, f"refused by the template sandbox: {msg}") from None
+            names = ", ".join(sorted(k for k in variables if not k.startswith("_")))
+            raise TemplateFailure(path, f"{msg}; available variables: {names}") from None
+        except SecurityError as exc:
+            raise TemplateFailure(path, f"refused by the template sandbox: {exc}") from None
+        except TemplateSyntaxError as exc:
+            raise TemplateFailure(path, f"template syntax error: {exc.message}") from None
+        except TemplateError as exc:
+            raise TemplateFailure(path, f"template error: {exc}") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError) as exc:
+            raise TemplateFailure(path, f"template expression failed: {type(exc).__name__}: {exc}") from None
+        if isinstance(out, str) and len(out) > _MAX_RENDERED:
+            raise TemplateFailure(path, f"rendered value is longer than {_MAX_RENDERED} characters")
+        return _jsonable(out, path)
+    if isinstance(value, list):
+        return [render_value(v, variables, path + (i,)) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: render_value(v, variables, path + (k,)) for k, v in value.items()}
+    return value
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _named(items: list[Any]) -> bool:
+    return all(isinstance(i, dict) and "name" in i for i in items)
+
+
+def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
+    """Pod-template merge: dicts deep-merge (``null`` deletes); lists of named objects merge by
+    ``name`` (new names appended); set-like lists (tolerations, resourceClaims, claims,
+    imagePullSecrets, finalizers) become de-duplicated unions; other lists are replaced."""
+    if isinstance(patch, dict) and isinstance(base, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = merge_pod(out.get(k), v, k)
+        return out
+    if isinstance(patch, list) and isinstance(base, list):
+        if base and patch and _named(base) and _named(patch):
+            out_list = [copy.deepcopy(b) for b in base]
+            index = {item["name"]: i for i, item in enumerate(out_list)}
+            for item in patch:
+                if item["name"] in index:
+                    out_list[index[item["name"]]] = merge_pod(out_list[index[item["name"]]], item)
+                else:
+                    index[item["name"]] = len(out_list)
+                    out_list.append(copy.deepcopy(item))
+            return out_list
+        if key in SET_LISTS:
+            seen: set[str] = set()
+            union: list[Any] = []
+            for item in base + patch:
+                ident = json.dumps(item, sort_keys=True)
+                if ident not in seen:
+                    seen.add(ident)
+                    union.append(copy.deepcopy(item))
+            return union
+    return copy.deepcopy(patch)
+
+
+def parsed_group_templates(config: RepoConfig, pool: str) -> list[dict[str, Any]]:
+    """The pool's group templates merged by identity, unrendered (``pool show --parsed``)."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for name in config.pools[pool].common_group_templates:
+        tmpl = config.group_templates.get(name)
+        if tmpl is None:
+            continue
+        ident = _identity(tmpl)
+        merged[ident] = merge_patch(merged[ident], tmpl) if ident in merged else copy.deepcopy(tmpl)
+    return list(merged.values())
+
+
+def parsed_pod_template(config: RepoConfig, pool: str, platform: str | None) -> dict[str, Any]:
+    """The pool's pod templates, then the platform's overrides, merged in order, unrendered."""
+    out: dict[str, Any] = {}
+    for name in pod_template_names(config, pool, platform):
+        out = merge_pod(out, config.pod_templates.get(name, {}))
+    return out
+
+
+def pod_template_names(config: RepoConfig, pool: str, platform: str | None) -> list[str]:
+    p = config.pools[pool]
+    names = list(p.common_pod_template)
+    plat = platform or p.default_platform
+    if plat and plat in p.platforms:
+        names += p.platforms[plat].override_pod_template
+    return names
+
+
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str((meta or {}).get("name")))
+
+
+def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> None:
+    """Static checks: a group template is a full object; a pod template is a partial Pod."""
+    for name, tmpl in config.group_templates.items():
+        loc: Loc = ("group_templates", name)
+        meta = tmpl.get("metadata")
+        missing = [f for f in ("apiVersion", "kind") if not isinstance(tmpl.get(f), str) or not tmpl.get(f)]
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+            missing.append("metadata.name")
+        if missing:
+            sink.error(f"group template '{name}' lacks {', '.join(missing)}; a group template is a whole "
+                       "Kubernetes object", doc.pos(loc))
+    for name, tmpl in config.pod_templates.items():
+        loc = ("pod_templates", name)
+        extra = sorted(set(tmpl) - {"metadata", "spec"})
+        if extra:
+            sink.error(f"pod template '{name}' has {', '.join(extra)}; a pod template may only hold "
+                       "'metadata' and 'spec'", doc.pos(loc + (extra[0],)))
+        for field in ("metadata", "spec"):
+            if field in tmpl and not isinstance(tmpl[field], dict):
+                sink.error(f"pod template '{name}': '{field}' must be a mapping", doc.pos(loc + (field,)))
+
+
+def reserved(key: str) -> bool:
+    return key in RESERVED_KEYS or key.startswith(RESERVED_PREFIXES)
+
+
+def check_reserved(kind: str, name: str, meta: Mapping[str, Any], ours: Mapping[str, str],
+                   pos: Position, sink: DiagnosticSink) -> None:
+    """A template may not change labels or annotations the renderer owns."""
+    for field in ("labels", "annotations"):
+        values = meta.get(field)
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if reserved(key) and ours.get(key) != value:
+                sink.error(f"{kind} template '{name}' sets {field[:-1]} '{key}', which toporender owns; "
+                           "remove it from the template", pos)
+
+
+# ---------------------------------------------------------------------------------------------
+# Application to a gang
+
+
+def group_variables(gang: Gang, config: RepoConfig) -> dict[str, Any]:
+    """Variables of group templates; pod templates add the task's own on top."""
+    tasks = [task_variables(gang, t) for t in gang.tasks]
+    variables: dict[str, Any] = {
+        "WF_ID": gang.workflow.name,
+        "WF_UUID": gang.workflow_uuid,
+        "WF_GROUP_NAME": gang.name,
+        "WF_GROUP_UUID": gang.uuid,
+        "WF_POOL": gang.pool_name,
+        "WF_NAMESPACE": gang.namespace,
+        "TASKS": tasks,
+    }
+    if config.submitted_by is not None:
+        variables["WF_SUBMITTED_BY"] = config.submitted_by
+    return variables
+
+
+def task_variables(gang: Gang, task: Task) -> dict[str, Any]:
+    res = task.resource
+    return {
+        "WF_TASK_NAME": task.spec.name,
+        "WF_TASK_UUID": task.uuid,
+        "WF_POD_NAME": task.pod_name,
+        "WF_HOSTNAME": task.hostname,
+        "USER_CONTAINER_NAME": task.container,
+        "USER_GPU": res.gpu or 0,
+        "USER_CPU": res.cpu or 0,
+        "USER_MEMORY": "" if res.memory is None else str(res.memory),
+        "USER_STORAGE": "" if res.storage is None else str(res.storage),
+    }
+
+
+def _namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, pos: Position,
+                    sink: DiagnosticSink, warned: set[str]) -> None:
+    value = meta.pop("namespace", None)
+    if value is None:
+        return
+    if value != namespace:
+        sink.error(f"{kind} template '{name}' sets metadata.namespace '{value}'; objects are always created in the "
+                   f"workflow namespace '{namespace}': remove metadata.namespace", pos)
+    elif name not in warned:
+        warned.add(name)
+        sink.warn(f"{kind} template '{name}' sets metadata.namespace; it is ignored (objects always go to the "
+                  "workflow namespace)", pos)
+
+
+def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variables: Mapping[str, Any],
+                           sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
+    """Rendered group-template objects of one gang, merged by identity in config order."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for name in gang.pool.common_group_templates:
+        base: Loc = ("group_templates", name)
+        try:
+            obj = render_value(config.group_templates[name], variables)
+        except TemplateFailure as exc:
+            sink.error(f"group template '{name}': {exc.message}", doc.pos(base + exc.path))
+            continue
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            sink.error(f"group template '{name}' renders without metadata.name", doc.pos(base))
+            continue
+        pos = doc.pos(base + ("metadata",))
+        _namespace_rule("group", name, meta, gang.namespace, pos, sink, warned)
+        check_reserved("group", name, meta, gang.labels, pos, sink)
+        ident = _identity(obj)
+        merged[ident] = merge_patch(merged[ident], obj) if ident in merged else obj
+    out: list[dict[str, Any]] = []
+    for obj in merged.values():
+        meta = obj.setdefault("metadata", {})
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        meta["labels"] = {**gang.workflow.spec.workflow.labels, **labels, **gang.labels}
+        ordered = {"name": meta.pop("name"), "namespace": gang.namespace, **meta}
+        obj["metadata"] = ordered
+        out.append(obj)
+    return out
+
+
+def apply_pod_templates(pod: dict[str, Any], gang: Gang, task: Task, config: RepoConfig, doc: Document,
+                        variables: Mapping[str, Any], sink: DiagnosticSink, warned: set[str]) -> dict[str, Any]:
+    """Merge the pool's and platform's pod templates into ``pod``, in order."""
+    names = pod_template_names(config, gang.pool_name, task.resource.platform)
+    if not names:
+        return pod
+    task_vars = {**variables, **task_variables(gang, task)}
+    for name in names:
+        base: Loc = ("pod_templates", name)
+        try:
+            patch = render_value(config.pod_templates[name], task_vars)
+        except TemplateFailure as exc:
+            sink.error(f"pod template '{name}': {exc.message}", doc.pos(base + exc.path))
+            continue
+        meta = patch.get("metadata")
+        if isinstance(meta, dict):
+            pos = doc.pos(base + ("metadata",))
+            _namespace_rule("pod", name, meta, gang.namespace, pos, sink, warned)
+            if "name" in meta:
+                sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos)
+            check_reserved("pod", name, meta, {}, pos, sink)
+        spec = patch.get("spec")
+        if isinstance(spec, dict) and "schedulerName" in spec:
+            sink.error(f"pod template '{name}' sets spec.schedulerName, which the pool's backend owns; "
+                       "set scheduler_name on the pool instead", doc.pos(base + ("spec", "schedulerName")))
+        pod = merge_pod(pod, patch)
+    return pod
