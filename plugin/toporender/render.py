@@ -9,6 +9,7 @@ is ever half-rendered.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def _pool_objects(repo: Repo, options: RenderOptions) -> list[dict[str, Any]]:
 def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
     """Objects of one task group in stream order: group-template objects, PodGroup(s), Service, Pods."""
     config, doc = repo.config, repo.config_doc
-    variables = group_variables(gang, config)
+    variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
     backend = backend_for(gang.pool).render_gang(gang)
     pods: list[dict[str, Any]] = []

@@ -16,10 +16,6 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, UndefinedError
-from jinja2.exceptions import SecurityError, TemplateError
-from jinja2.sandbox import SandboxedEnvironment
-
 from toporender.errors import DiagnosticSink, Position
 from toporender.models import RepoConfig
 from toporender.yamlsource import Document, Loc
@@ -44,19 +40,21 @@ class TemplateFailure(Exception):
         self.message = message
 
 
-class _Env(SandboxedEnvironment):
-    pass
-
-
 @lru_cache(maxsize=1)
-def _env() -> _Env:
-    env = _Env(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+def _env() -> Any:
+    """The sandboxed environment, imported on first use: most renders have no templates."""
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.globals.clear()
     return env
 
 
 @lru_cache(maxsize=8192)
 def _compile(text: str) -> Callable[[Mapping[str, Any]], Any]:
+    from jinja2 import Undefined
+
     env = _env()
     whole = _WHOLE.match(text)
     if whole:
@@ -88,6 +86,9 @@ def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> An
     if isinstance(value, str):
         if "{" not in value:
             return value
+        from jinja2 import TemplateSyntaxError, UndefinedError
+        from jinja2.exceptions import SecurityError, TemplateError
+
         try:
             out = _compile(value)(variables)
         except UndefinedError as exc:
@@ -289,14 +290,14 @@ def _namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, 
                   "workflow namespace)", pos)
 
 
-def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variables: Mapping[str, Any],
+def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variables: Callable[[], Mapping[str, Any]],
                            sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
     """Rendered group-template objects of one gang, merged by identity in config order."""
     merged: dict[tuple[str, str, str], dict[str, Any]] = {}
     for name in gang.pool.common_group_templates:
         base: Loc = ("group_templates", name)
         try:
-            obj = render_value(config.group_templates[name], variables)
+            obj = render_value(config.group_templates[name], variables())
         except TemplateFailure as exc:
             sink.error(f"group template '{name}': {exc.message}", doc.pos(base + exc.path))
             continue
@@ -321,12 +322,13 @@ def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variab
 
 
 def apply_pod_templates(pod: dict[str, Any], gang: Gang, task: Task, config: RepoConfig, doc: Document,
-                        variables: Mapping[str, Any], sink: DiagnosticSink, warned: set[str]) -> dict[str, Any]:
+                        variables: Callable[[], Mapping[str, Any]], sink: DiagnosticSink,
+                        warned: set[str]) -> dict[str, Any]:
     """Merge the pool's and platform's pod templates into ``pod``, in order."""
     names = pod_template_names(config, gang.pool_name, task.resource.platform)
     if not names:
         return pod
-    task_vars = {**variables, **task_variables(gang, task)}
+    task_vars = {**variables(), **task_variables(gang, task)}
     for name in names:
         base: Loc = ("pod_templates", name)
         try:
