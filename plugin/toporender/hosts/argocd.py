@@ -64,8 +64,7 @@ class Setting:
         }
         if self.choices:
             ann["string"] = self.choices[0]
-        elif self.is_bool:
-            ann["string"] = "false"
+        # No default for the others: unset means "as toporender.yaml says", not false/empty.
         return ann
 
 
