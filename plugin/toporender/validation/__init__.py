@@ -31,7 +31,7 @@ from ._admission import (
     koordinator_annotations,
 )
 from ._common import identity, split_api_version
-from ._core import DEFAULT_K8S_MINOR, core_backend, is_core_group, validate_core
+from ._core import DEFAULT_K8S_MINOR, core_backend, core_scope, is_core_group, validate_core
 from ._crd import known_groups, select, validate_crd
 from ._meta import check_metadata
 
@@ -84,7 +84,7 @@ def _problems(
             )
         ]
     elif is_core_group(group):
-        out.extend(check_metadata(obj, group, kind, None, require_namespace))
+        out.extend(check_metadata(obj, group, kind, core_scope(kind), require_namespace))
         out.extend(validate_core(obj, group, version, kind, core=core, k8s_minor=k8s_minor))
         if (group, kind) == ("", "Pod"):
             out.extend(koordinator_annotations(obj, is_pod=True))

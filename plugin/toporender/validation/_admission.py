@@ -114,13 +114,9 @@ def kai_podgroup(obj: dict[str, Any], kai_version: str) -> list[Problem]:
         # KAI main's CRD already enforces the label pattern, but not the 63-character limit.
         msg = dns_label_problem(name) if not main or len(name) > 63 else None
         if msg:
-            out.append(
-                (f"{path}.name", msg + " (it becomes the pod label value kai.scheduler/subgroup-name)")
-            )
+            out.append((f"{path}.name", msg + " (it becomes the pod label value kai.scheduler/subgroup-name)"))
         if name in names:
-            out.append(
-                (f"{path}.name", f"duplicate subgroup name {name!r} (also spec.subGroups[{names[name]}])")
-            )
+            out.append((f"{path}.name", f"duplicate subgroup name {name!r} (also spec.subGroups[{names[name]}])"))
         else:
             names[name] = i
         out.extend(_constraint(sg.get("topologyConstraint"), f"{path}.topologyConstraint"))
@@ -128,9 +124,7 @@ def kai_podgroup(obj: dict[str, Any], kai_version: str) -> list[Problem]:
     for i, sg in enumerate(subgroups):
         parent = sg.get("parent")
         if parent is not None and parent not in names:
-            out.append(
-                (f"spec.subGroups[{i}].parent", f"parent {parent!r} of {sg.get('name')!r} was not found")
-            )
+            out.append((f"spec.subGroups[{i}].parent", f"parent {parent!r} of {sg.get('name')!r} was not found"))
         children.setdefault(parent if isinstance(parent, str) else None, []).append(str(sg.get("name")))
     cycle = _find_cycle(subgroups)
     if cycle:
@@ -276,9 +270,7 @@ def _spec_value(value: str) -> tuple[list[dict[str, Any]] | None, list[str]]:
         else:
             layers.append(layer)
         if rule.get("strategy") not in GATHER_STRATEGIES:
-            problems.append(
-                f"{where}.strategy must be one of {list(GATHER_STRATEGIES)}, not {rule.get('strategy')!r}"
-            )
+            problems.append(f"{where}.strategy must be one of {list(GATHER_STRATEGIES)}, not {rule.get('strategy')!r}")
         pcm = rule.get("podCountMultiple")
         if pcm is not None and (_int(pcm) is None or pcm < 0 or pcm >= 2**31):
             problems.append(f"{where}.podCountMultiple must be a non-negative integer")
@@ -310,9 +302,7 @@ def koordinator_annotations(obj: dict[str, Any], is_pod: bool) -> list[Problem]:
                 out.append((at(key), "must be at least 1"))
         elif key == GANG_MODE:
             if value not in ("Strict", "NonStrict"):
-                out.append(
-                    (at(key), f"{value!r} must be Strict or NonStrict (anything else silently means Strict)")
-                )
+                out.append((at(key), f"{value!r} must be Strict or NonStrict (anything else silently means Strict)"))
         elif key in (GANG_MATCH, GANG_MATCH_ALIAS):
             if value not in MATCH_POLICIES:
                 out.append((at(key), f"{value!r} must be one of {list(MATCH_POLICIES)}"))
@@ -380,8 +370,7 @@ def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Tripl
                 (
                     obj,
                     "metadata.name",
-                    f"duplicate object: another {kind} named {name!r} in the same "
-                    "namespace is in this output",
+                    f"duplicate object: another {kind} named {name!r} in the same namespace is in this output",
                 )
             )
         seen[ident] = obj
@@ -406,12 +395,14 @@ def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Tripl
         out.extend(_koord_pod(obj, koord_pgs, koord_members))
 
     for key, pg in kai_pgs.items():
-        out.extend(_kai_gang_size(pg, kai_members[key]))
+        # A PodGroup that no Pod in this output names may gang Pods created elsewhere (e.g. by a Job).
+        if kai_members[key]:
+            out.extend(_kai_gang_size(pg, kai_members[key]))
         out.extend(_kai_levels(pg, kai_topologies, kai_is_main(kai_version)))
     for key, pg in koord_pgs.items():
         spec = as_dict(pg.get("spec"))
         mm = _int(spec.get("minMember")) if isinstance(spec, dict) else None
-        if mm is not None and mm > len(koord_members[key]):
+        if koord_members[key] and mm is not None and mm > len(koord_members[key]):
             out.append(
                 (
                     pg,
@@ -479,8 +470,7 @@ def _kai_pod(
                 (
                     pod,
                     at,
-                    f"{label!r} is not a subgroup of PodGroup {pg_name!r} "
-                    f"(leaves: {', '.join(sorted(leaves))})",
+                    f"{label!r} is not a subgroup of PodGroup {pg_name!r} (leaves: {', '.join(sorted(leaves))})",
                 )
             )
         elif label not in leaves:
@@ -511,8 +501,7 @@ def _kai_gang_size(pg: dict[str, Any], pods: list[dict[str, Any]]) -> list[Tripl
                 (
                     pg,
                     "spec.minMember",
-                    f"minMember {mm} exceeds the {len(pods)} Pods that name this "
-                    "PodGroup; it can never be scheduled",
+                    f"minMember {mm} exceeds the {len(pods)} Pods that name this PodGroup; it can never be scheduled",
                 )
             )
         return out
@@ -604,9 +593,7 @@ def _koord_pod(
     return out
 
 
-def _koord_bundles(
-    pgs: dict[tuple[str | None, str], dict[str, Any]], cnt_layers: set[str] | None
-) -> list[Triple]:
+def _koord_bundles(pgs: dict[tuple[str | None, str], dict[str, Any]], cnt_layers: set[str] | None) -> list[Triple]:
     out: list[Triple] = []
     for (ns, name), pg in pgs.items():
         ann = _mapping(pg, "annotations")
@@ -648,8 +635,7 @@ def _koord_bundles(
                     elif (
                         _mapping(other, "annotations").get(GANG_SPEC) is not None
                         and ann.get(GANG_SPEC) is not None
-                        and _canon(_mapping(other, "annotations").get(GANG_SPEC))
-                        != _canon(ann.get(GANG_SPEC))
+                        and _canon(_mapping(other, "annotations").get(GANG_SPEC)) != _canon(ann.get(GANG_SPEC))
                     ):
                         out.append(
                             (

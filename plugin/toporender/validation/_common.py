@@ -60,10 +60,7 @@ def dns_label_problem(value: str, what: str = "DNS-1123 label") -> str | None:
     if len(value) > 63:
         return f"{value!r} is longer than 63 characters ({len(value)}); must be a {what}"
     if not DNS1123_LABEL.match(value):
-        return (
-            f"{value!r} is not a {what} (lower-case letters, digits and '-', starting and ending "
-            "alphanumeric)"
-        )
+        return f"{value!r} is not a {what} (lower-case letters, digits and '-', starting and ending alphanumeric)"
     return None
 
 

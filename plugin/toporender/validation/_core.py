@@ -24,19 +24,31 @@ from jsonschema.protocols import Validator
 
 from ._common import dns_label_problem, format_path, label_value_problem, qualified_name_problem
 from ._crd import errors_to_problems
+from ._fast import Check, compile_schema
 
 Problem = tuple[str, str]
 
 DEFAULT_K8S_MINOR = "1.32"
 
 
+_CLUSTER_SCOPED = frozenset(
+    "Namespace Node PersistentVolume ClusterRole ClusterRoleBinding PriorityClass DeviceClass StorageClass "
+    "CSIDriver CSINode RuntimeClass IngressClass CustomResourceDefinition APIService "
+    "ValidatingWebhookConfiguration MutatingWebhookConfiguration ValidatingAdmissionPolicy "
+    "ValidatingAdmissionPolicyBinding ResourceSlice VolumeAttachment CertificateSigningRequest".split()
+)
+
+
+def core_scope(kind: str) -> str:
+    """'Cluster' for the built-in cluster-scoped kinds, else 'Namespaced'."""
+    return "Cluster" if kind in _CLUSTER_SCOPED else "Namespaced"
+
+
 def is_core_group(group: str) -> bool:
     """Groups served by Kubernetes itself: core ("") and ``*.k8s.io``, except the SIG/x- CRD domains."""
     if group == "":
         return True
-    return (
-        group.endswith(".k8s.io") and not group.endswith(".sigs.k8s.io") and not group.endswith(".x-k8s.io")
-    )
+    return group.endswith(".k8s.io") and not group.endswith(".sigs.k8s.io") and not group.endswith(".x-k8s.io")
 
 
 @lru_cache(maxsize=1)
@@ -180,9 +192,7 @@ _POD_SPEC = _obj(
         "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
         "resourceClaims": {
             "type": "array",
-            "items": _obj(
-                {"name": _STR, "resourceClaimName": _STR, "resourceClaimTemplateName": _STR}, ("name",)
-            ),
+            "items": _obj({"name": _STR, "resourceClaimName": _STR, "resourceClaimTemplateName": _STR}, ("name",)),
         },
         "terminationGracePeriodSeconds": _INT,
         "activeDeadlineSeconds": _INT,
@@ -260,9 +270,8 @@ _BUILTIN_KINDS: dict[str, frozenset[str]] = {
 
 
 @cache
-def _builtin_validator(kind: str) -> Validator:
-    validator: Validator = Draft202012Validator(_BUILTIN[kind])
-    return validator
+def _builtin_check(kind: str) -> Check:
+    return compile_schema(_BUILTIN[kind])
 
 
 def validate_core(
@@ -279,7 +288,9 @@ def validate_core(
     elif kind not in _BUILTIN_KINDS.get(api_version, frozenset()):
         return [("kind", f"{kind} in {api_version} is not a built-in kind the fallback check knows")]
     elif group == "" and version == "v1" and kind in _BUILTIN:
-        out.extend(errors_to_problems(_builtin_validator(kind), obj, "built-in Pod/Service"))
+        found: list[Problem] = []
+        _builtin_check(kind)(obj, (), found)
+        out.extend(sorted(set(found)))
     if group == "" and version == "v1" and kind == "Pod":
         out.extend(_pod_rules(obj))
     elif group == "" and version == "v1" and kind == "Service":
@@ -358,9 +369,7 @@ def _container_rules(c: Any, path: str) -> list[Problem]:
             if msg:
                 out.append((where, f"resource name {msg}"))
             if lm is None:
-                out.append(
-                    (where, f"{name}: extended resources must set limits (requests alone are rejected)")
-                )
+                out.append((where, f"{name}: extended resources must set limits (requests alone are rejected)"))
             elif rq is not None and rq != lm:
                 out.append(
                     (

@@ -125,10 +125,7 @@ def strictify(node: Any) -> Any:
         return [strictify(v) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {
-        k: (v if k in ("enum", "default", "required", "properties") else strictify(v))
-        for k, v in node.items()
-    }
+    out = {k: (v if k in ("enum", "default", "required", "properties") else strictify(v)) for k, v in node.items()}
     if "properties" in node:
         out["properties"] = {k: strictify(v) for k, v in node["properties"].items()}
         if (
