@@ -1,0 +1,211 @@
+"""``toporender golden``, atomic writes, and the REAL pre-commit running our hook via try-repo."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from hostutil import (
+    FIXTURE_REPO,
+    PROJECT,
+    copy_repo,
+    example_ids,
+    example_repos,
+    render_cli,
+    require_tool,
+    tool_env,
+    toporender,
+    tree_snapshot,
+)
+
+from toporender.hosts.atomic import atomic_write, is_temp_name, remove_stale_temps
+from toporender.hosts.golden import existing_golden
+
+
+def golden_objects(repo: Path) -> list[dict[str, object]]:
+    return [d for f in sorted((repo / "golden").rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+@pytest.mark.parametrize("example", example_repos(), ids=example_ids())
+def test_golden_lifecycle(tmp_path: Path, example: Path) -> None:
+    repo = copy_repo(example, tmp_path / "repo")
+    first = toporender("golden", str(repo))
+    assert first.returncode == 1, first.stderr
+    workflows = sorted(p.relative_to(repo).as_posix() for p in (repo / "workflows").rglob("*.y*ml"))
+    pool_level = any("toporender.dev/pool" in (o["metadata"].get("labels") or {}) for o in render_cli(repo))
+    expected = sorted(workflows + (["toporender.yaml"] if pool_level else []))  # + pool-level objects file
+    assert sorted(line.split("/golden/", 1)[1] for line in first.stdout.splitlines()) == expected
+    assert all(line.startswith("created ") for line in first.stdout.splitlines())
+    assert sorted(map(lambda o: str(o), golden_objects(repo))) == sorted(map(str, render_cli(repo)))
+    for wf in workflows:  # one file per workflow, content = that workflow's render
+        assert (repo / "golden" / wf).is_file()
+
+    mtimes = {p: p.stat().st_mtime_ns for p in (repo / "golden").rglob("*")}
+    time.sleep(0.01)
+    second = toporender("golden", str(repo))
+    assert second.returncode == 0 and second.stdout == ""
+    assert {p: p.stat().st_mtime_ns for p in (repo / "golden").rglob("*")} == mtimes, "unchanged files untouched"
+    assert toporender("golden", str(repo), "--check").returncode == 0
+
+
+def test_update_delete_and_check(tmp_path: Path) -> None:
+    repo = copy_repo(FIXTURE_REPO, tmp_path / "repo")
+    (repo / "workflows" / "team").mkdir()
+    (repo / "workflows" / "team" / "eval.yaml").write_text(
+        (repo / "workflows" / "train.yaml").read_text().replace("name: train", "name: eval"))
+    assert toporender("golden", str(repo)).returncode == 1
+
+    wf = repo / "workflows" / "train.yaml"
+    wf.write_text(wf.read_text().replace("gpu: 4", "gpu: 8"))
+    (repo / "workflows" / "team" / "eval.yaml").unlink()
+    (repo / "workflows" / "team").rmdir()
+    before = tree_snapshot(repo)
+    check = toporender("golden", str(repo), "--check")
+    assert check.returncode == 1
+    assert "--- a/golden/workflows/train.yaml" in check.stdout and "+        nvidia.com/gpu: 8" in check.stdout
+    assert "+++ /dev/null" in check.stdout  # the deleted workflow's golden file
+    assert "out of date" in check.stderr
+    assert tree_snapshot(repo) == before, "--check writes nothing"
+
+    run = toporender("golden", str(repo))
+    assert run.returncode == 1
+    assert run.stdout.splitlines() == [f"updated {repo}/golden/workflows/train.yaml",
+                                       f"deleted {repo}/golden/workflows/team/eval.yaml"]
+    assert not (repo / "golden" / "workflows" / "team").exists(), "emptied golden sub-directories are removed"
+    assert toporender("golden", str(repo)).returncode == 0
+
+
+def test_golden_dir_setting_and_errors(tmp_path: Path) -> None:
+    repo = copy_repo(FIXTURE_REPO, tmp_path / "repo")
+    cfg = repo / "toporender.yaml"
+    cfg.write_text(cfg.read_text() + "golden_dir: snapshots/rendered\n")
+    (repo / "snapshots" / "rendered").mkdir(parents=True)
+    (repo / "snapshots" / "rendered" / "README.md").write_text("not ours\n")
+    (repo / "snapshots" / "rendered" / "stale.yaml").write_text("kind: Old\n")
+    proc = toporender("golden", cwd=repo)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == ["created snapshots/rendered/workflows/train.yaml",
+                                        "deleted snapshots/rendered/stale.yaml"]
+    assert (repo / "snapshots" / "rendered" / "README.md").exists()
+
+    cfg.write_text(cfg.read_text().replace("golden_dir: snapshots/rendered", "golden_dir: ../outside"))
+    bad = toporender("golden", str(repo))
+    assert bad.returncode == 1 and "toporender.yaml" in bad.stderr and "inside" in bad.stderr
+    wf = repo / "workflows" / "train.yaml"
+    cfg.write_text(cfg.read_text().replace("golden_dir: ../outside", "golden_dir: golden"))
+    wf.write_text("workflow: {name: train, groups: []\n")
+    before = tree_snapshot(repo)
+    broken = toporender("golden", str(repo))
+    assert broken.returncode == 1 and "workflows/train.yaml:" in broken.stderr and broken.stdout == ""
+    assert "Traceback" not in broken.stderr
+    assert tree_snapshot(repo) == before, "a failed render writes and deletes nothing"
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from toporender.hosts.atomic import atomic_write
+
+def chunks():
+    yield b"NEW-CONTENT-" * 1000
+    print("started", flush=True)
+    while True:          # the writer is stuck mid-file until it is killed
+        time.sleep(0.05)
+        yield b"more"
+
+atomic_write(Path(sys.argv[1]), chunks())
+"""
+
+
+def test_killed_writer_leaves_old_file_intact(tmp_path: Path) -> None:
+    target = tmp_path / "golden" / "train.yaml"
+    target.parent.mkdir()
+    atomic_write(target, "old: content\n")
+    target.chmod(0o640)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True,
+                            env=tool_env())
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    temps = [p for p in target.parent.iterdir() if is_temp_name(p.name)]
+    assert temps and temps[0].stat().st_size >= 12000, "the writer really was mid-write"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    assert target.read_text() == "old: content\n"
+    # The leftover temp file is invisible to golden and cleaned up once stale.
+    assert existing_golden(tmp_path, "golden") == ["golden/train.yaml"]
+    assert remove_stale_temps(target.parent, older_than=0) == temps
+    # A completed write replaces the file and keeps its mode.
+    atomic_write(target, "new: content\n")
+    assert target.read_text() == "new: content\n" and target.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in target.parent.iterdir()] == ["train.yaml"]
+
+
+def test_failed_write_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "f.yaml"
+    target.write_text("old\n")
+
+    def boom() -> object:
+        yield b"partial"
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom())  # type: ignore[arg-type]
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["f.yaml"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The real pre-commit
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = tool_env({"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                    "GIT_COMMITTER_EMAIL": "t@example.com"})
+    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
+
+
+def test_pre_commit_try_repo(tmp_path: Path) -> None:
+    pre_commit = require_tool("pre-commit")
+    if not (PROJECT / ".git").exists():
+        pytest.fail("the project is not a git checkout; pre-commit try-repo needs one")
+    example = example_repos()[0]
+    repo = copy_repo(example, tmp_path / "wfrepo")
+    git(repo, "init", "-q")
+    assert toporender("golden", str(repo)).returncode == 1
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "workflows with golden files")
+    wf = sorted((repo / "workflows").rglob("*.yaml"))[0]
+    text = wf.read_text()
+    assert "image:" in text
+    wf.write_text(text.replace("image:", "image: changed-", 1).replace("image: changed- ", "image: changed-", 1))
+    git(repo, "add", ".")
+    golden_file = repo / "golden" / wf.relative_to(repo)
+    old_golden = golden_file.read_text()
+
+    env = tool_env({"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PRE_COMMIT_COLOR": "never"})
+
+    def try_repo() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([pre_commit, "try-repo", str(PROJECT), "toporender-golden", "--all-files"],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+
+    first = try_repo()
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "toporender golden files" in first.stdout and "Failed" in first.stdout
+    assert f"updated golden/{wf.relative_to(repo).as_posix()}" in first.stdout
+    assert golden_file.read_text() != old_golden and "changed-" in golden_file.read_text()
+    git(repo, "add", ".")
+    second = try_repo()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Passed" in second.stdout
+
+    # A new workflow only creates an untracked golden file: pre-commit alone would not notice, our exit 1 does.
+    new_wf = text.replace("name:", "name: new-", 1).replace("name: new- ", "name: new-", 1)
+    (repo / "workflows" / "new.yaml").write_text(new_wf)
+    git(repo, "add", ".")
+    third = try_repo()
+    assert third.returncode == 1 and "created golden/workflows/new.yaml" in third.stdout
