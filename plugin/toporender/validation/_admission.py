@@ -123,7 +123,7 @@ def kai_podgroup(obj: dict[str, Any], kai_version: str) -> list[Problem]:
     children: dict[str | None, list[str]] = {}
     for i, sg in enumerate(subgroups):
         parent = sg.get("parent")
-        if parent is not None and parent not in names:
+        if parent is not None and (not isinstance(parent, str) or parent not in names):
             out.append((f"spec.subGroups[{i}].parent", f"parent {parent!r} of {sg.get('name')!r} was not found"))
         children.setdefault(parent if isinstance(parent, str) else None, []).append(str(sg.get("name")))
     cycle = _find_cycle(subgroups)
@@ -181,7 +181,11 @@ def _min_fields(node: dict[str, Any], path: str, kids: Sequence[str], is_root: b
 
 
 def _find_cycle(subgroups: list[dict[str, Any]]) -> list[str] | None:
-    parent_of = {sg.get("name"): sg.get("parent") for sg in subgroups if isinstance(sg.get("name"), str)}
+    parent_of = {
+        sg["name"]: sg.get("parent")
+        for sg in subgroups
+        if isinstance(sg.get("name"), str) and isinstance(sg.get("parent"), (str, type(None)))
+    }
     for start in parent_of:
         seen: list[Any] = []
         node: Any = start
@@ -200,7 +204,7 @@ def kai_leaves(pg: dict[str, Any]) -> tuple[set[str], set[str]]:
     raw = spec.get("subGroups") if isinstance(spec, dict) else None
     subgroups = [sg for sg in raw if isinstance(sg, dict)] if isinstance(raw, list) else []
     names = {sg["name"] for sg in subgroups if isinstance(sg.get("name"), str)}
-    parents = {sg.get("parent") for sg in subgroups}
+    parents = {sg.get("parent") for sg in subgroups if isinstance(sg.get("parent"), str)}
     return names, names - parents
 
 
@@ -465,7 +469,7 @@ def _kai_pod(
                     "a leaf subgroup label as an invalid-subgroup task",
                 )
             )
-        elif label not in names:
+        elif not isinstance(label, str) or label not in names:
             out.append(
                 (
                     pod,
@@ -511,7 +515,7 @@ def _kai_gang_size(pg: dict[str, Any], pods: list[dict[str, Any]]) -> list[Tripl
         if isinstance(label, str):
             per_leaf[label] = per_leaf.get(label, 0) + 1
     for i, sg in enumerate(_list(spec.get("subGroups"))):
-        if not isinstance(sg, dict) or sg.get("name") not in leaves:
+        if not isinstance(sg, dict) or not isinstance(sg.get("name"), str) or sg["name"] not in leaves:
             continue
         mm = _int(sg.get("minMember"))
         have = per_leaf.get(sg["name"], 0)
@@ -540,17 +544,17 @@ def _kai_levels(pg: dict[str, Any], topologies: dict[str, dict[str, Any]], main:
     ]
     out: list[Triple] = []
     for path, tc in places:
-        if not isinstance(tc, dict) or tc.get("topology") not in topologies:
+        if not isinstance(tc, dict) or not isinstance(tc.get("topology"), str) or tc["topology"] not in topologies:
             continue
         topo = topologies[tc["topology"]]
         tspec = as_dict(topo.get("spec"))
         levels = [lv for lv in _list(tspec.get("levels")) if isinstance(lv, dict)]
-        allowed = {lv.get("nodeLabel") for lv in levels}
+        allowed = {lv.get("nodeLabel") for lv in levels if isinstance(lv.get("nodeLabel"), str)}
         if main:
-            allowed |= {lv.get("alias") for lv in levels if lv.get("alias")}
+            allowed |= {lv["alias"] for lv in levels if isinstance(lv.get("alias"), str)}
         for field in ("requiredTopologyLevel", "preferredTopologyLevel"):
             value = tc.get(field)
-            if value and value not in allowed:
+            if isinstance(value, str) and value and value not in allowed:
                 out.append(
                     (
                         pg,

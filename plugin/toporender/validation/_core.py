@@ -412,11 +412,15 @@ def _pod_rules(obj: dict[str, Any]) -> list[Problem]:
             msg = dns_label_problem(value)
             if msg:
                 out.append((f"spec.{field}", msg))
-    claims = {rc.get("name") for rc in _list(spec.get("resourceClaims")) if isinstance(rc, dict)}
+    claims = {
+        rc["name"]
+        for rc in _list(spec.get("resourceClaims"))
+        if isinstance(rc, dict) and isinstance(rc.get("name"), str)
+    }
     for i, c in enumerate(_list(spec.get("containers"))):
         res = c.get("resources") if isinstance(c, dict) else None
         for j, claim in enumerate(_list(res.get("claims")) if isinstance(res, dict) else []):
-            if isinstance(claim, dict) and claim.get("name") not in claims:
+            if isinstance(claim, dict) and (not isinstance(claim.get("name"), str) or claim["name"] not in claims):
                 out.append(
                     (
                         f"spec.containers[{i}].resources.claims[{j}].name",

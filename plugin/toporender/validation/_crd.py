@@ -36,7 +36,7 @@ def _unique_items(levels: Any) -> bool:
 def _unique_node_labels(levels: Any) -> bool:
     if not isinstance(levels, list):
         return True
-    labels = [lv.get("nodeLabel") for lv in levels if isinstance(lv, dict)]
+    labels = [json.dumps(lv.get("nodeLabel"), sort_keys=True) for lv in levels if isinstance(lv, dict)]
     return len(labels) == len(set(labels))
 
 
