@@ -100,11 +100,21 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
 def _pool_objects(repo: Repo, options: RenderOptions) -> list[dict[str, Any]]:
     ns = resolve_namespace(repo.config, options.namespace)
     objs: list[dict[str, Any]] = []
+    owners: dict[tuple[str, str], str] = {}
     for name in sorted(repo.config.pools):
         pool = repo.config.pools[name]
         wanted = options.pool_objects if options.pool_objects is not None else pool.render_pool_objects
-        if wanted:
-            objs.extend(backend_for(pool).pool_objects(name, pool, ns))
+        if not wanted:
+            continue
+        for obj in backend_for(pool).pool_objects(name, pool, ns):
+            ident = (str(obj["kind"]), str(obj["metadata"]["name"]))
+            if ident in owners:
+                raise UserError(Diagnostic(
+                    f"pools '{owners[ident]}' and '{name}' both render the cluster-wide {ident[0]} "
+                    f"'{ident[1]}'; set render_pool_objects on only one of them",
+                    repo.config_doc.pos(("pools", name))))
+            owners[ident] = name
+            objs.append(obj)
     if repo.config.sync_waves:
         for o in objs:
             _annotate(o, {SYNC_WAVE: "-2"})
@@ -117,6 +127,11 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str]) 
     variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
     backend = backend_for(gang.pool).render_gang(gang)
+    if gang.pool.backend == "koordinator":
+        from toporender.backends.koordinator import gang_warnings
+
+        for msg in gang_warnings(gang):
+            sink.warn(msg, gang.pos)
     pods: list[dict[str, Any]] = []
     for task in gang.tasks:
         pod = apply_pod_templates(base_pod(gang, task), gang, task, config, doc, variables, sink, warned)

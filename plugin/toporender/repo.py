@@ -18,6 +18,8 @@ from toporender.yamlsource import Document, Loc, load_file
 
 CONFIG_FILE = "toporender.yaml"
 MAX_WORKFLOW_FILES = 10_000
+MAX_INPUT_BYTES = 2 * 1024 * 1024
+MAX_INPUT_VALUES = 100_000
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ def load_workflow(doc: Document) -> WorkflowFile:
 
 
 def single_document(path: Path, source: str) -> Document:
-    docs = [d for d in load_file(path, source) if d.data is not None]
+    docs = [d for d in load_file(path, source, max_bytes=MAX_INPUT_BYTES, max_nodes=MAX_INPUT_VALUES)
+            if d.data is not None]
     if not docs:
         raise fail("file is empty; expected one YAML document", Position(source))
     if len(docs) > 1:
@@ -130,6 +133,13 @@ def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:
 def load_repo(root: Path) -> Repo:
     """Read ``toporender.yaml`` and every workflow it names, collecting all errors at once."""
     config_path = root / CONFIG_FILE
+    if not root.is_dir():
+        raise fail(f"{root} is not a directory; pass the repo directory that holds {CONFIG_FILE}",
+                   Position(str(root)))
+    if config_path.is_dir():
+        raise fail("expected a file but found a directory", Position(CONFIG_FILE))
+    if not inside(root, config_path):
+        raise fail("symlink points outside the repo; copy the file into the repo instead", Position(CONFIG_FILE))
     if not config_path.is_file():
         raise fail(f"no {CONFIG_FILE} in {root}; create one (see README, 'Repo config')", Position(CONFIG_FILE))
     config_doc = single_document(config_path, CONFIG_FILE)

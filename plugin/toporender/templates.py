@@ -40,15 +40,69 @@ class TemplateFailure(Exception):
         self.message = message
 
 
+_MAX_SEQUENCE = 100_000
+_RENDER_SECONDS = 1.0
+
+
 @lru_cache(maxsize=1)
 def _env() -> Any:
-    """The sandboxed environment, imported on first use: most renders have no templates."""
+    """The sandboxed environment, imported on first use: most renders have no templates.
+
+    Besides Jinja's sandbox (no private attributes, bounded ``range``), ``*`` and ``**`` are
+    intercepted so ``{{ 'x' * 10**9 }}`` cannot exhaust memory.
+    """
     from jinja2 import StrictUndefined
+    from jinja2.exceptions import SecurityError
     from jinja2.sandbox import SandboxedEnvironment
 
-    env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    class BoundedSandbox(SandboxedEnvironment):
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
+                raise SecurityError("exponent larger than 64 refused")
+            if operator == "*":
+                for seq, n in ((left, right), (right, left)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > _MAX_SEQUENCE:
+                        raise SecurityError(f"repeating a sequence past {_MAX_SEQUENCE} items refused")
+            return super().call_binop(context, operator, left, right)
+
+    env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.globals.clear()
+    env.globals["range"] = lambda *args: _bounded_range(*args)
     return env
+
+
+def _bounded_range(*args: int) -> range:
+    from jinja2.exceptions import SecurityError
+
+    rng = range(*args)
+    if len(rng) > 10_000:
+        raise SecurityError("range() longer than 10000 refused")
+    return rng
+
+
+class _Deadline:
+    """Stop a runaway template (nested loops) after ``_RENDER_SECONDS`` when we run in the main thread."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.armed = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        if self.armed:
+            def timeout(signum: int, frame: Any) -> None:
+                raise TimeoutError(f"template rendering took longer than {_RENDER_SECONDS} s")
+
+            self.previous = signal.signal(signal.SIGALRM, timeout)
+            signal.setitimer(signal.ITIMER_REAL, _RENDER_SECONDS)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.armed:
+            import signal
+
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
 
 
 @lru_cache(maxsize=8192)
@@ -90,7 +144,8 @@ def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> An
         from jinja2.exceptions import SecurityError, TemplateError
 
         try:
-            out = _compile(value)(variables)
+            with _Deadline():
+                out = _compile(value)(variables)
         except UndefinedError as exc:
             msg = str(exc.message or exc)
             if "unsafe" in msg:
@@ -103,7 +158,10 @@ def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> An
             raise TemplateFailure(path, f"template syntax error: {exc.message}") from None
         except TemplateError as exc:
             raise TemplateFailure(path, f"template error: {exc}") from None
-        except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError) as exc:
+        except TimeoutError as exc:
+            raise TemplateFailure(path, f"refused: {exc}") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError,
+                MemoryError) as exc:
             raise TemplateFailure(path, f"template expression failed: {type(exc).__name__}: {exc}") from None
         if isinstance(out, str) and len(out) > _MAX_RENDERED:
             raise TemplateFailure(path, f"rendered value is longer than {_MAX_RENDERED} characters")

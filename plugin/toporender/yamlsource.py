@@ -63,8 +63,9 @@ class Document:
 class _Builder:
     """Turns parser events into plain data with an explicit stack."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, max_nodes: int = MAX_NODES) -> None:
         self.source = source
+        self.max_nodes = max_nodes
         self.nodes = 0
         self.anchors: dict[str, tuple[Any, dict[Loc, tuple[int, int]]]] = {}
 
@@ -73,9 +74,9 @@ class _Builder:
 
     def count(self, n: int, mark: Any) -> None:
         self.nodes += n
-        if self.nodes > MAX_NODES:
+        if self.nodes > self.max_nodes:
             raise self.err(
-                f"document expands to more than {MAX_NODES} values (alias bomb or oversized file); "
+                f"document expands to more than {self.max_nodes} values (alias bomb or oversized file); "
                 "remove the aliases or split the file",
                 mark,
             )
@@ -95,7 +96,8 @@ class _Builder:
         try:
             return construct(yaml.ScalarNode(tag, event.value))
         except (ValueError, yaml.YAMLError) as exc:
-            raise self.err(f"cannot read {event.value!r} as {tag.rsplit(':', 1)[-1]}: {exc}", event.start_mark) from None
+            kind = tag.rsplit(":", 1)[-1]
+            raise self.err(f"cannot read {event.value!r} as {kind}: {exc}", event.start_mark) from None
 
     def documents(self, stream: Iterator[ev.Event]) -> Iterator[tuple[Any, dict[Loc, tuple[int, int]]]]:
         for event in stream:
@@ -226,11 +228,12 @@ _NO_KEY = object()
 _MERGE = object()
 
 
-def load_text(text: str, source: str) -> list[Document]:
+def load_text(text: str, source: str, *, max_bytes: int = MAX_FILE_BYTES,
+              max_nodes: int = MAX_NODES) -> list[Document]:
     """Parse every document of ``text``; ``source`` is the path shown in messages."""
-    if len(text) > MAX_FILE_BYTES:
-        raise fail(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; split it", Position(source))
-    builder = _Builder(source)
+    if len(text) > max_bytes:
+        raise fail(f"file is larger than {_size(max_bytes)}; split it", Position(source))
+    builder = _Builder(source, max_nodes)
     docs: list[Document] = []
     try:
         for i, (data, marks) in enumerate(builder.documents(yaml.parse(text, Loader=_Loader))):
@@ -245,14 +248,18 @@ def load_text(text: str, source: str) -> list[Document]:
     return docs
 
 
-def read_text(path: Path, source: str) -> str:
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+
+def read_text(path: Path, source: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """Read a user file as UTF-8 with clear errors for the usual ways this goes wrong."""
     try:
         if path.is_dir():
             raise fail("expected a file but found a directory", Position(source))
         size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise fail(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; split it", Position(source))
+        if size > max_bytes:
+            raise fail(f"file is larger than {_size(max_bytes)}; split it", Position(source))
         raw = path.read_bytes()
     except FileNotFoundError:
         raise fail("file not found", Position(source)) from None
@@ -266,7 +273,8 @@ def read_text(path: Path, source: str) -> str:
         raise fail("file is not valid UTF-8; save it as UTF-8", Position(source, line, col)) from None
 
 
-def load_file(path: Path, source: str | None = None) -> list[Document]:
+def load_file(path: Path, source: str | None = None, *, max_bytes: int = MAX_FILE_BYTES,
+              max_nodes: int = MAX_NODES) -> list[Document]:
     """Load every YAML document in ``path``."""
     shown = source if source is not None else str(path)
-    return load_text(read_text(path, shown), shown)
+    return load_text(read_text(path, shown, max_bytes), shown, max_bytes=max_bytes, max_nodes=max_nodes)
