@@ -130,7 +130,8 @@ def _check_map(meta: dict[str, Any], field: str, is_label: bool) -> list[Problem
         if not isinstance(key, str):
             out.append((path, "key must be a string"))
             continue
-        msg = qualified_name_problem(key)
+        # The API server lower-cases annotation keys before the qualified-name check, but not label keys.
+        msg = qualified_name_problem(key if is_label else key.lower())
         if msg:
             out.append((path, msg))
         if not isinstance(val, str):
