@@ -41,7 +41,7 @@ class TemplateFailure(Exception):
 
 
 _MAX_SEQUENCE = 100_000
-_RENDER_SECONDS = 1.0
+_RENDER_SECONDS = 0.5
 
 
 @lru_cache(maxsize=1)

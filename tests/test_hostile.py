@@ -1,0 +1,187 @@
+"""Hostile and broken input (issue 7): every case exits 1 with a clean message, prints nothing on
+stdout, shows no traceback and finishes within 2 s as a whole process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+CONFIG = "namespace: ml\npools:\n  gpu:\n    topology_keys:\n    - {key: clique, label: nvidia.com/gpu.clique}\n"
+WF = "workflow:\n  name: wf\n  tasks:\n  - name: t\n"
+
+
+def laughs() -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    prev = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    return "\n".join(lines) + "\n"
+
+
+def group_template(data: str) -> str:
+    return (CONFIG + "    common_group_templates: [t]\ngroup_templates:\n  t:\n    apiVersion: v1\n"
+            "    kind: ConfigMap\n    metadata: {name: x}\n    data:\n      v: " + data + "\n")
+
+
+CASES: dict[str, tuple[Callable[[Path], None], str]] = {}
+
+
+def case(name: str, expect: str) -> Callable[[Callable[[Path], None]], Callable[[Path], None]]:
+    def register(fn: Callable[[Path], None]) -> Callable[[Path], None]:
+        CASES[name] = (fn, expect)
+        return fn
+    return register
+
+
+def put(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+
+@case("billion-laughs", "alias bomb")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": laughs()})
+
+
+@case("deep-nesting", "nesting deeper than")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": "workflow: " + "[" * 50_000 + "]" * 50_000})
+
+
+@case("huge-file", "file is larger than 2 MiB")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "#" + "x" * (3 * 1024 * 1024) + "\n"})
+
+
+@case("many-values", "more than 100000 values")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": "x: [" + "1," * 150_000 + "1]\n"})
+
+
+@case("not-utf8", "not valid UTF-8")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": b"workflow:\n  name: \xff\xfe\n"})
+
+
+@case("empty-workflow", "file is empty")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": ""})
+
+
+@case("empty-config", "toporender.yaml:1:1: file is empty")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": "", "workflows/a.yaml": WF})
+
+
+@case("config-is-directory", "toporender.yaml:1:1: expected a file but found a directory")
+def _(root: Path) -> None:
+    (root / "toporender.yaml").mkdir(parents=True)
+
+
+@case("symlink-outside", "symlink points outside the repo")
+def _(root: Path) -> None:
+    outside = root.parent / f"{root.name}-secret.yaml"
+    outside.write_text(WF)
+    put(root, {"toporender.yaml": CONFIG})
+    (root / "workflows").mkdir()
+    (root / "workflows" / "a.yaml").symlink_to(outside)
+
+
+@case("python-tag", "unsupported YAML tag")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": "workflow: !!python/object/apply:os.system [id]\n"})
+
+
+@case("huge-gpu", "less than or equal to 1024")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: 1000000000000}\n"})
+
+
+@case("negative-cpu", "greater than 0")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {cpu: -2}\n"})
+
+
+@case("nan-cpu", "cpu")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {cpu: .nan}\n"})
+
+
+@case("giant-integer", "cannot read")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: " + "9" * 6000 + "}\n"})
+
+
+@case("duplicate-keys", "duplicate key 'name'")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": "workflow:\n  name: a\n  name: b\n"})
+
+
+@case("sandbox-escape", "refused by the template sandbox")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ ''.__class__.__mro__[1].__subclasses__() }}\""),
+               "workflows/a.yaml": WF})
+
+
+@case("template-memory-bomb", "refused by the template sandbox")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ 'x' * 1000000000 }}\""), "workflows/a.yaml": WF})
+
+
+@case("template-cpu-bomb", "took longer than")
+def _(root: Path) -> None:
+    loops = "{% for i in range(9000) %}{% for j in range(9000) %}{% endfor %}{% endfor %}"
+    put(root, {"toporender.yaml": group_template(f"'{loops}'"), "workflows/a.yaml": WF})
+
+
+@case("template-namespace-escape", "objects are always created in the workflow namespace")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG + "    common_group_templates: [t]\ngroup_templates:\n  t:\n"
+               "    apiVersion: v1\n    kind: Secret\n    metadata: {name: x, namespace: kube-system}\n",
+               "workflows/a.yaml": WF})
+
+
+@case("template-owns-our-label", "which toporender owns")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG + "    common_pod_template: [p]\npod_templates:\n  p:\n"
+               "    metadata: {labels: {kai.scheduler/queue: someone-else}}\n", "workflows/a.yaml": WF})
+
+
+@case("workflow-pattern-escape", "must be relative to the repo and stay inside it")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG + "workflows: ['../**/*.yaml']\n"})
+
+
+@case("binary-garbage", "")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": bytes(range(256)) * 4})
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_input(name: str, tmp_path: Path) -> None:
+    build, expect = CASES[name]
+    root = tmp_path / "repo"
+    root.mkdir()
+    build(root)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("TOPORENDER_DEBUG", None)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "toporender", "render", str(root)], capture_output=True,
+                          text=True, env=env, timeout=30)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert expect in proc.stderr, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.count(":") >= 3, f"no path:line:col in {first!r}"
+    assert elapsed < 2.0, f"took {elapsed:.2f} s"
