@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -43,3 +44,15 @@ def make_repo(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
         return write_repo(tmp_path / f"repo{next(counter)}", files)
 
     return make
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Report how much fuzzing ran (issue 7 asks for the figures)."""
+    import sys
+
+    fuzz = sys.modules.get("test_fuzz")
+    if fuzz is not None and fuzz.STATS["cases"]:
+        stats = fuzz.STATS
+        terminalreporter.write_line(
+            f"fuzz: {stats['cases']} generated repos, {stats['rendered']} rendered and validated, "
+            f"{len(stats['errors'])} distinct error messages")
