@@ -80,16 +80,30 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
 @DIR_ARG
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="YAML stream, or one JSON object per line.")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write one file per workflow (same relative path) into this directory instead of stdout.")
 @render_options
 @guarded
-def render_cmd(directory: Path, fmt: str, **opts: Any) -> None:
+def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
     from toporender.emit import dump
     from toporender.render import render_repo
 
     result = render_repo(directory, make_options(**opts))
     report(result.warnings)
-    write_stdout(dump(result.objects, fmt))
+    if output_dir is None:
+        write_stdout(dump(result.objects, fmt))
+        return
+    from toporender.hosts.atomic import atomic_write
+
+    for rendered in result.files:
+        rel = Path(rendered.source)
+        target = output_dir / (rel.with_suffix(".json") if fmt == "json" else rel)
+        content = dump(rendered.objects, fmt)
+        if not target.is_file() or target.read_text(encoding="utf-8") != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, content)
+            click.echo(f"wrote {target}", err=True)
 
 
 @click.command("validate")
