@@ -118,7 +118,8 @@ def _(root: Path) -> None:
 
 @case("giant-integer", "cannot read")
 def _(root: Path) -> None:
-    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: " + "9" * 6000 + "}\n"})
+    big = "9" * 6000
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: " + big + "}\n"})
 
 
 @case("duplicate-keys", "duplicate key 'name'")
