@@ -84,7 +84,8 @@ def test_items_in_objects_out(example: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "# this comment must survive" in proc.stdout
     out = yaml.safe_load(proc.stdout)
-    assert out["kind"] == "ResourceList" and "results" not in out
+    assert out["kind"] == "ResourceList"
+    assert all(r["severity"] == "warning" for r in out.get("results", [])), out["results"]
     items = out["items"]
     assert items[0] == yaml.safe_load(PASSTHROUGH)  # unchanged, first, quoting intact
     assert not [i for i in items if i["apiVersion"].startswith("toporender.dev/")], "inputs are consumed"

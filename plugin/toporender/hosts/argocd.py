@@ -37,6 +37,7 @@ from toporender.hosts.common import (
     die_user_error,
     parse_bool,
     print_diagnostics,
+    write_stdout,
 )
 
 ENV_PREFIX = "ARGOCD_ENV_TOPORENDER_"
@@ -132,9 +133,7 @@ def _parameters(raw: str) -> dict[str, str]:
             errors.append(Diagnostic(f"unknown plugin parameter {name!r}; known: {', '.join(BY_NAME)}"))
             continue
         if p.get("array") or p.get("map"):
-            errors.append(
-                Diagnostic(f"plugin parameter {name!r} takes a single string value, not an array or map")
-            )
+            errors.append(Diagnostic(f"plugin parameter {name!r} takes a single string value, not an array or map"))
             continue
         value = p.get("string")
         if value is None or value == "":
@@ -160,8 +159,7 @@ def collect_settings(environ: Mapping[str, str]) -> dict[str, str]:
             known = ", ".join(ENV_PREFIX + s.env for s in SETTINGS)
             errors.append(
                 Diagnostic(
-                    f"unknown plugin env {key[len('ARGOCD_ENV_') :]!r}; known: "
-                    f"{known.replace('ARGOCD_ENV_', '')}"
+                    f"unknown plugin env {key[len('ARGOCD_ENV_') :]!r}; known: {known.replace('ARGOCD_ENV_', '')}"
                 )
             )
         elif value != "":
@@ -259,9 +257,7 @@ def generate_cmd() -> None:
     try:
         out, warnings = generate(Path.cwd(), os.environ)
     except UserError as err:
-        die_user_error(
-            err, "toporender: no manifests generated; run 'toporender validate' in the repo to check it"
-        )
+        die_user_error(err, "toporender: no manifests generated; run 'toporender validate' in the repo to check it")
     except Exception as exc:  # noqa: BLE001 - never a traceback in the Argo CD UI
         die_internal(exc, "argocd generate")
     print_diagnostics(warnings)
@@ -272,8 +268,7 @@ def generate_cmd() -> None:
             file=sys.stderr,
         )
         return
-    sys.stdout.write(out if out.endswith("\n") else out + "\n")
-    sys.stdout.flush()
+    write_stdout(out if out.endswith("\n") else out + "\n")
 
 
 @argocd_cmd.command("parameters")

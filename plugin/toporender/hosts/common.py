@@ -36,6 +36,27 @@ def check_repo_relative(value: str, what: str, pos: Position | None = None) -> s
     return path.as_posix()
 
 
+def write_stdout(text: str) -> None:
+    """Write the whole output at once as UTF-8, whatever the locale of the host process."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # replaced stdout (tests)
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+
+
+def read_stdin() -> str:
+    """All of stdin as UTF-8 text (a non-UTF-8 byte is a clean error, not a crash)."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    raw = buffer.read() if buffer is not None else sys.stdin.read().encode("utf-8")
+    try:
+        return str(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise fail(f"stdin is not valid UTF-8 (byte {exc.start})") from None
+
+
 def print_diagnostics(diags: Iterable[Diagnostic]) -> None:
     for d in diags:
         print(str(d), file=sys.stderr)

@@ -53,9 +53,7 @@ def golden_dir_of(root: Path) -> str:
     config = load_config(single_document(root / CONFIG_FILE, CONFIG_FILE))
     rel = check_repo_relative(config.golden_dir, "golden_dir", Position(CONFIG_FILE))
     if rel in ("", "."):
-        raise fail(
-            "golden_dir must be a sub-directory of the repo, not the repo itself", Position(CONFIG_FILE)
-        )
+        raise fail("golden_dir must be a sub-directory of the repo, not the repo itself", Position(CONFIG_FILE))
     target = root / rel
     if target.exists() and (target.is_symlink() or not target.resolve().is_relative_to(root.resolve())):
         raise fail(
@@ -79,11 +77,7 @@ def existing_golden(root: Path, golden_dir: str) -> list[str]:
         return []
     found = []
     for path in base.rglob("*"):
-        if (
-            path.suffix in GOLDEN_SUFFIXES
-            and not is_temp_name(path.name)
-            and (path.is_file() or path.is_symlink())
-        ):
+        if path.suffix in GOLDEN_SUFFIXES and not is_temp_name(path.name) and (path.is_file() or path.is_symlink()):
             found.append(path.relative_to(root).as_posix())
     return sorted(found)
 
@@ -175,9 +169,7 @@ def run_golden(root: Path, check: bool) -> int:
 
 @click.command("golden")
 @click.argument("dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale."
-)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale.")
 def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
     """Re-render every workflow of DIR (default: .) into its golden dir.
 
@@ -192,9 +184,7 @@ def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
     except UserError as err:
         die_user_error(err)
     except OSError as exc:
-        die_user_error(
-            fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
-        )
+        die_user_error(fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")))
     except Exception as exc:  # noqa: BLE001 - last-resort guard, no traceback for users
         die_internal(exc, "golden")
     raise SystemExit(status)

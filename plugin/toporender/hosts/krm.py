@@ -43,7 +43,7 @@ from ruamel.yaml.error import YAMLError
 
 from toporender.emit import dump_yaml
 from toporender.errors import Diagnostic, Position, UserError, fail
-from toporender.hosts.common import check_repo_relative, die_internal, parse_bool
+from toporender.hosts.common import check_repo_relative, die_internal, parse_bool, read_stdin, write_stdout
 from toporender.render import RenderOptions, RenderResult, render_documents, render_repo
 from toporender.repo import CONFIG_FILE
 from toporender.yamlsource import Document, load_text
@@ -192,8 +192,7 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
         raise fail(f"functionConfig {where} must be a mapping", pos)
     unknown = sorted(set(map(str, raw)) - set(SPEC_FIELDS))
     errors = [
-        Diagnostic(f"unknown functionConfig field {where}.{k}; known: {', '.join(SPEC_FIELDS)}", pos)
-        for k in unknown
+        Diagnostic(f"unknown functionConfig field {where}.{k}; known: {', '.join(SPEC_FIELDS)}", pos) for k in unknown
     ]
 
     def text(key: str) -> str | None:
@@ -290,9 +289,7 @@ def render_items(
     def spec_of(it: Item) -> Any:
         spec = it.data.get("spec")
         if not isinstance(spec, dict):
-            errors.append(
-                Diagnostic(f"{it.kind} '{it.name}': spec must be a mapping", Position(origin_key(it)))
-            )
+            errors.append(Diagnostic(f"{it.kind} '{it.name}': spec must be a mapping", Position(origin_key(it))))
         return spec
 
     def origin_key(it: Item) -> str:
@@ -313,11 +310,7 @@ def render_items(
         if it.is_inventory_node() or (it.is_ours() and it.kind == "NodeInventory"):
             source = origin_key(it)
             origins.setdefault(source, Origin(it.ref(), it.file_path, it.file_index))
-            data = (
-                {k: v for k, v in it.data.items() if k != "metadata"}
-                if it.kind == "NodeInventory"
-                else it.data
-            )
+            data = {k: v for k, v in it.data.items() if k != "metadata"} if it.kind == "NodeInventory" else it.data
             inventory.append(Document(source, 0, data))
     if errors:
         raise UserError(errors)
@@ -416,9 +409,7 @@ def _origins_only(items: list[Item]) -> dict[str, Origin]:
             origins[CONFIG_FILE] = Origin(it.ref(), it.file_path, it.file_index)
         elif it.kind == "Workflow":
             origins[_doc_source(it, taken)] = Origin(it.ref(), it.file_path, it.file_index)
-        origins.setdefault(
-            it.file_path or f"{it.kind}/{it.name}", Origin(it.ref(), it.file_path, it.file_index)
-        )
+        origins.setdefault(it.file_path or f"{it.kind}/{it.name}", Origin(it.ref(), it.file_path, it.file_index))
     return origins
 
 
@@ -445,9 +436,7 @@ def _items(plain: list[Any], nodes: list[Any], source: str, loc: str) -> list[It
         if data is None:
             continue
         if not isinstance(data, dict) or "kind" not in data:
-            errors.append(
-                Diagnostic(f"{loc}[{i}] is not a Kubernetes object (needs 'kind')", Position(source))
-            )
+            errors.append(Diagnostic(f"{loc}[{i}] is not a Kubernetes object (needs 'kind')", Position(source)))
             continue
         items.append(Item(data, node, len(items)))
     if errors:
@@ -470,17 +459,22 @@ def _dump_all(nodes: list[Any]) -> str:
 
 
 def _print_results(results: list[dict[str, Any]]) -> None:
+    """The same problems on stderr (kustomize shows stderr but never the results)."""
     for r in results:
-        where = (
-            r.get("file", {}).get("path")
-            or "/".join(str(r.get("resourceRef", {}).get(k, "")) for k in ("kind", "name"))
-            or "toporender"
-        )
-        sev = r.get("severity", "error")
-        msg = r["message"]
-        if not msg.startswith(where):
+        ref = r.get("resourceRef") or {}
+        where = (r.get("file") or {}).get("path") or (f"{ref['kind']}/{ref['name']}" if ref else "")
+        msg = str(r["message"])
+        if where and not msg.startswith(where):
             msg = f"{where}: {msg}"
-        print(f"{msg}" if sev == "error" else f"{sev}: {msg}", file=sys.stderr)
+        sev = r.get("severity", "error")
+        print(msg if sev == "error" else f"{sev}: {msg}", file=sys.stderr)
+
+
+def _failure_list(err: UserError) -> str:
+    """The reply when stdin cannot be read at all: no items (the non-zero exit makes hosts stop)."""
+    results = [{"message": str(d), "severity": "error"} for d in err.diagnostics]
+    _print_results(results)
+    return _dump({"apiVersion": RESOURCE_LIST_VERSIONS[0], "kind": "ResourceList", "items": [], "results": results})
 
 
 def run_function(text: str, cwd: Path) -> tuple[str, int]:
@@ -506,11 +500,7 @@ def run_function(text: str, cwd: Path) -> tuple[str, int]:
             item_nodes = list(rl_node["items"])
         items = _items(raw_items, item_nodes, source, "items")
     except UserError as err:
-        results = [{"message": str(d), "severity": "error"} for d in err.diagnostics]
-        _print_results(results)
-        return _dump(
-            {"apiVersion": RESOURCE_LIST_VERSIONS[0], "kind": "ResourceList", "items": [], "results": results}
-        ), 1
+        return _failure_list(err), 1
     outcome = process(items, rl.get("functionConfig"), cwd)
     _print_results(outcome.results)
     out: dict[str, Any] = {"apiVersion": rl.get("apiVersion"), "kind": "ResourceList", "items": outcome.items}
@@ -617,12 +607,18 @@ def krm_cmd(config_file: Path | None, extra: tuple[str, ...], export_dir: Path |
                     print(str(d), file=sys.stderr)
                 out, code = "", 1
         elif config_file is None:
-            out, code = run_function(sys.stdin.read(), cwd)
+            try:
+                out, code = run_function(read_stdin(), cwd)
+            except UserError as err:
+                out, code = _failure_list(err), 1
         else:
-            stdin_text = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+            try:
+                stdin_text = "" if sys.stdin is None or sys.stdin.isatty() else read_stdin()
+            except UserError as err:
+                print(str(err), file=sys.stderr)
+                raise SystemExit(1) from None
             out, code = run_legacy(config_file, stdin_text, cwd)
     except Exception as exc:  # noqa: BLE001 - a traceback helps nobody in a kustomize build log
         die_internal(exc, "krm")
-    sys.stdout.write(out)
-    sys.stdout.flush()
+    write_stdout(out)
     raise SystemExit(code)
