@@ -14,7 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toporender.validation import validate_objects
+from toporender.validation import _core, validate_objects
+from toporender.validation._crd import errors_to_problems
 
 VALID = sorted((Path(__file__).parent / "fixtures" / "valid").glob("*.yaml"))
 STREAMS = [[d for d in yaml.safe_load_all(p.read_text(encoding="utf-8")) if d is not None] for p in VALID]
@@ -93,3 +94,40 @@ def test_removing_a_required_or_typed_value_is_reported(data: st.DataObject, cor
     stream[obj_index] = _replace(stream[obj_index], path, data.draw(st.sampled_from([{"x": 1}, [1, 2], True])))
     kai, dra = _versions(VALID[stream_index])
     assert validate_objects(stream, core=core, kai_version=kai, dra_version=dra), (VALID[stream_index].name, path)
+
+
+CORE_OBJECTS = [
+    obj
+    for path in sorted((Path(__file__).parent / "fixtures").glob("*/*.yaml"))
+    for obj in yaml.safe_load_all(path.read_text(encoding="utf-8"))
+    if isinstance(obj, dict) and obj.get("apiVersion") == "v1" and obj.get("kind") in ("Pod", "Service")
+]
+
+
+def _both(obj: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    kind = obj["kind"]
+    check = _core._kv_check("1.32", kind, "v1")
+    validator = _core.kv_jsonschema_validator("1.32", kind, "v1")
+    assert check is not None and validator is not None
+    fast: list[tuple[str, str]] = []
+    check(obj, (), fast)
+    return sorted(set(fast)), errors_to_problems(validator, obj, "Kubernetes 1.32")
+
+
+def test_compiled_kubernetes_schema_agrees_with_jsonschema_on_fixtures() -> None:
+    assert len(CORE_OBJECTS) > 50
+    for obj in CORE_OBJECTS:
+        fast, reference = _both(obj)
+        assert fast == reference, obj.get("metadata")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), value=json_values)
+def test_compiled_kubernetes_schema_agrees_with_jsonschema_on_damage(data: st.DataObject, value: Any) -> None:
+    obj = copy.deepcopy(data.draw(st.sampled_from(CORE_OBJECTS)))
+    path = data.draw(st.sampled_from(_paths(obj)[1:]))
+    obj = _replace(obj, path, value)
+    if not isinstance(obj.get("kind"), str) or obj["kind"] not in ("Pod", "Service"):
+        return
+    fast, reference = _both(obj)
+    assert fast == reference

@@ -177,7 +177,7 @@ def test_crd_kinds_never_reach_kubernetes_validate(monkeypatch: pytest.MonkeyPat
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a CRD kind was routed to kubernetes-validate")
 
-    monkeypatch.setattr(_core, "_kv_validator", boom)
+    monkeypatch.setattr(_core, "_kv_schema", boom)
     koord = {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
         "kind": "PodGroup",

@@ -1,8 +1,9 @@
 """Built-in Kubernetes kinds: the upstream OpenAPI schema via kubernetes-validate, or a built-in fallback.
 
 kubernetes-validate's own ``validate()`` re-reads and re-parses its 1.3 MB definitions file on every call
-(about 50 ms) and stops at the first error. We use its bundled schemas and its exact file lookup, but compile
-one validator per (Kubernetes minor, kind) and report every error. Only built-in groups are routed here: its
+(about 50 ms) and stops at the first error. We use its bundled strict schemas and its exact file lookup, but
+compile one checker per (Kubernetes minor, kind) with :mod:`._fast` (property-tested to report exactly what
+jsonschema reports) and report every error. Only built-in groups are routed here: its
 lookup drops the API group's domain, so a CRD such as ``scheduling.sigs.k8s.io/PodGroup`` would be checked
 against the core ``scheduling.k8s.io`` PodGroup.
 
@@ -23,8 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
 
 from ._common import dns_label_problem, format_path, label_value_problem, qualified_name_problem
-from ._crd import errors_to_problems
-from ._fast import Check, compile_schema
+from ._fast import Check, FastCompiler, compile_schema
 
 Problem = tuple[str, str]
 
@@ -75,10 +75,9 @@ def _minor_tuple(v: str) -> tuple[int, int]:
 
 
 @cache
-def _kv_registry(minor: str) -> tuple[str, Any]:
+def _kv_definitions(minor: str) -> tuple[str, dict[str, Any]]:
+    """(bundled Kubernetes version, its strict ``_definitions.json``) for ``minor``; exact minors only."""
     utils = importlib.import_module("kubernetes_validate.utils")
-    from referencing import Registry, Resource
-
     wanted = _minor_tuple(minor)
     candidates = [v for v in utils.all_versions() if _minor_tuple(v) <= wanted]
     if not candidates:
@@ -90,24 +89,54 @@ def _kv_registry(minor: str) -> tuple[str, Any]:
             f"{minor} (newest not newer: {version})"
         )
     defs = utils.schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", minor)
-    return version, Resource.from_contents(defs) @ Registry()
+    return version, defs
 
 
-@cache
-def _kv_validator(minor: str, kind: str, api_version: str) -> Validator | None:
+def _kv_schema(minor: str, kind: str, api_version: str) -> dict[str, Any] | None:
+    """kubernetes-validate's own lookup: the API group's domain is dropped (``rbac.authorization.k8s.io/v1`` ->
+    ``rbac-v1``), which is why only built-in groups may come here."""
     utils = importlib.import_module("kubernetes_validate.utils")
-    from referencing import Resource
-
-    version, registry = _kv_registry(minor)
+    version, _ = _kv_definitions(minor)
     api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     try:
-        schema = utils.schema_contents(
+        schema: dict[str, Any] = utils.schema_contents(
             f"kubernetes-json-schema/v{version}-local-strict/{kind.lower()}-{api}.json", minor
         )
     except FileNotFoundError:
         return None
+    return schema
+
+
+@cache
+def kv_jsonschema_validator(minor: str, kind: str, api_version: str) -> Validator | None:
+    """The same schema as a jsonschema validator; the reference :func:`_kv_check` is tested against."""
+    from referencing import Registry, Resource
+
+    schema = _kv_schema(minor, kind, api_version)
+    if schema is None:
+        return None
+    registry = Resource.from_contents(_kv_definitions(minor)[1]) @ Registry()
     validator: Validator = Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
     return validator
+
+
+@cache
+def _kv_compiler(minor: str) -> FastCompiler:
+    defs = _kv_definitions(minor)[1]
+
+    def resolve(ref: str) -> dict[str, Any]:
+        node: Any = defs
+        for part in ref.partition("#")[2].strip("/").split("/"):
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+        return dict(node)
+
+    return FastCompiler(f"Kubernetes {minor}", resolve)
+
+
+@cache
+def _kv_check(minor: str, kind: str, api_version: str) -> Check | None:
+    schema = _kv_schema(minor, kind, api_version)
+    return None if schema is None else _kv_compiler(minor).compile(schema)
 
 
 _QUANTITY_RE = (
@@ -281,14 +310,16 @@ def validate_core(
     api_version = f"{group}/{version}" if group else version
     out: list[Problem] = []
     if core and kubernetes_validate_version():
-        validator = _kv_validator(k8s_minor, kind, api_version)
-        if validator is None:
+        check = _kv_check(k8s_minor, kind, api_version)
+        if check is None:
             return [("kind", f"Kubernetes {k8s_minor} has no built-in kind {kind} in {api_version}")]
-        out.extend(errors_to_problems(validator, obj, f"Kubernetes {k8s_minor}"))
+        found: list[Problem] = []
+        check(obj, (), found)
+        out.extend(sorted(set(found)))
     elif kind not in _BUILTIN_KINDS.get(api_version, frozenset()):
         return [("kind", f"{kind} in {api_version} is not a built-in kind the fallback check knows")]
     elif group == "" and version == "v1" and kind in _BUILTIN:
-        found: list[Problem] = []
+        found = []
         _builtin_check(kind)(obj, (), found)
         out.extend(sorted(set(found)))
     if group == "" and version == "v1" and kind == "Pod":
