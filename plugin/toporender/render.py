@@ -16,6 +16,7 @@ from typing import Any
 from toporender.backends import backend_for
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.gangs import Gang, check_config, expand, resolve_namespace
+from toporender.placing import annotate, place
 from toporender.pods import base_pod, headless_service
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.templates import apply_pod_templates, check_templates, group_variables, render_group_templates
@@ -86,11 +87,17 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     pool_objs = _pool_objects(repo, options)
     if pool_objs:
         files.append(RenderedFile(CONFIG_FILE, pool_objs))
-    by_source: dict[str, list[dict[str, Any]]] = {}
     warned: set[str] = set()
-    for gang in gangs:
-        by_source.setdefault(gang.source, []).extend(render_gang(gang, repo, sink, warned))
+    built = [(gang, *render_gang(gang, repo, sink, warned)) for gang in gangs]
     sink.raise_if_errors()
+    outcomes = place(repo, gangs, {g.key: pods for g, _, pods in built}, inventory=options.inventory,
+                     inventory_docs=inventory_docs, strict=options.strict, sink=sink)
+    sink.raise_if_errors()
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for gang, group_objs, pods in built:
+        if gang.key in outcomes:
+            annotate(gang, group_objs, pods, outcomes[gang.key])
+        by_source.setdefault(gang.source, []).extend(group_objs + pods)
     files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
     result = RenderResult(files, sink.warnings)
     _check_identities(result)
@@ -121,8 +128,9 @@ def _pool_objects(repo: Repo, options: RenderOptions) -> list[dict[str, Any]]:
     return objs
 
 
-def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
-    """Objects of one task group in stream order: group-template objects, PodGroup(s), Service, Pods."""
+def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
+                warned: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Objects of one task group in stream order: (group-template objects, PodGroup(s), Service), Pods."""
     config, doc = repo.config, repo.config_doc
     variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
@@ -151,7 +159,7 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str]) 
             _annotate(o, {SYNC_WAVE: "-1"})
         for p in pods:
             _annotate(p, {SYNC_WAVE: "0"})
-    return group_objs + pods
+    return group_objs, pods
 
 
 def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
@@ -179,3 +187,24 @@ def _check_identities(result: RenderResult) -> None:
                                  "split it into several Argo CD applications"))
     if errors:
         raise UserError(errors)
+
+
+def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:
+    """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``)."""
+    from toporender.placing import plan_pools
+
+    repo = load_repo(root)
+    sink = DiagnosticSink()
+    check_config(repo, sink)
+    check_templates(repo.config, repo.config_doc, sink)
+    sink.raise_if_errors()
+    gangs = expand(repo, sink=sink)
+    sink.raise_if_errors()
+    warned: set[str] = set()
+    pods = {gang.key: render_gang(gang, repo, sink, warned)[1] for gang in gangs}
+    sink.raise_if_errors()
+    inv = None
+    if inventory is not None:
+        inv = inventory.resolve().relative_to(root.resolve()).as_posix() if inventory.is_absolute() else \
+            inventory.as_posix()
+    return [(name, plan) for name, plan, _ in plan_pools(repo, gangs, pods, inventory=inv)]

@@ -1,0 +1,219 @@
+"""The pack stage of the pipeline: gangs + committed inventory -> intended domains on the objects.
+
+Placement is advisory: the scheduler still decides, but every PodGroup and Pod says where the
+deterministic packer intends it to go, so a reviewer sees fragmentation and unplaceable gangs
+in the pull request instead of as Pending pods.
+
+Arrival order (which gang keeps priority) comes from ``toporender.lock`` when the repo has one
+(``toporender golden`` appends new gangs to it), then from stream order for gangs not listed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toporender.errors import DiagnosticSink, Position, UserError, fail
+from toporender.gangs import Gang
+from toporender.repo import Repo, inside
+from toporender.yamlsource import Document, load_file
+
+if TYPE_CHECKING:
+    from toporender.placement.inventory import Inventory
+    from toporender.placement.plan import GangPlacement, PlacementPlan
+
+LOCK_FILE = "toporender.lock"
+PLACEMENT = "toporender.dev/placement"
+PLAN_HASH = "toporender.dev/plan-hash"
+REASON = "toporender.dev/unplaceable-reason"
+INTENDED_DOMAIN = "toporender.dev/intended-domain"
+INTENDED_NODE = "toporender.dev/intended-node"
+MAX_INVENTORY_BYTES = 256 * 1024 * 1024
+MAX_INVENTORY_VALUES = 50_000_000
+
+
+@dataclass(frozen=True)
+class GangOutcome:
+    placement: GangPlacement
+    plan_hash: str
+
+
+def load_order(root: Path | None) -> list[str]:
+    """Gang keys in arrival order from ``toporender.lock`` (empty when there is none)."""
+    if root is None or not (root / LOCK_FILE).exists():
+        return []
+    path = root / LOCK_FILE
+    if not inside(root, path) or not path.is_file():
+        raise fail(f"{LOCK_FILE} must be a regular file inside the repo", Position(LOCK_FILE))
+    docs = [d for d in load_file(path, LOCK_FILE) if d.data is not None]
+    if not docs:
+        return []
+    data = docs[0].data
+    order = data.get("order") if isinstance(data, dict) else None
+    if not isinstance(order, list) or not all(isinstance(k, str) for k in order):
+        raise fail("expected 'order:' with a list of gang keys ('<workflow file>#<group>')", docs[0].pos())
+    return list(dict.fromkeys(order))
+
+
+def arrival(gangs: Sequence[Gang], order: Sequence[str]) -> list[Gang]:
+    """Gangs listed in the lock first (in its order), then new gangs in stream order."""
+    rank = {key: i for i, key in enumerate(order)}
+    return sorted(gangs, key=lambda g: rank.get(g.key, len(rank)))
+
+
+def lock_text(gangs: Sequence[Gang], order: Sequence[str]) -> str:
+    """The lock file after this render: known gangs keep their place, removed ones go, new ones append."""
+    keys = [g.key for g in arrival(gangs, order)]
+    lines = ["# Arrival order of gangs for placement (earlier keeps priority). Maintained by",
+             "# 'toporender golden'; edit only to change priorities.", "version: 1", "order:"]
+    lines += [f"- {json.dumps(k)}" for k in keys]
+    return "\n".join(lines) + "\n"
+
+
+def _tolerations(pod: dict[str, Any]) -> tuple[tuple[str, str | None, str | None], ...]:
+    out = []
+    for t in pod.get("spec", {}).get("tolerations", []) or []:
+        if isinstance(t, dict):
+            value = None if t.get("operator") == "Exists" else t.get("value")
+            out.append((str(t.get("key", "")), value, t.get("effect")))
+    return tuple(out)
+
+
+def gang_demand(gang: Gang, pods: Sequence[dict[str, Any]]) -> Any:
+    """The packer's view of a gang: pods with GPUs and tolerations, subgroups with their levels."""
+    from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
+
+    demands = {t.spec.name: PodDemand(t.spec.name, t.resource.gpu or 0, _tolerations(pod))
+               for t, pod in zip(gang.tasks, pods)}
+    topo = gang.topology
+    subgroups = tuple(
+        SubgroupDemand(sg.name, sg.parent, LevelConstraint(sg.constraint.required, sg.constraint.preferred),
+                       tuple(demands[t] for t in sg.tasks))
+        for sg in topo.subgroups
+    )
+    return GangDemand(gang.key, f"{gang.workflow.name}/{gang.name}",
+                      LevelConstraint(topo.constraint.required, topo.constraint.preferred), subgroups,
+                      tuple(demands.values()), tuple(topo.task_subgroup.items()))
+
+
+def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache: dict[str, Inventory],
+               where: Position) -> Inventory | None:
+    from toporender.placement.inventory import Inventory, nodes_from_documents
+
+    if docs is not None:
+        if "<documents>" not in cache:
+            cache["<documents>"] = Inventory.of(nodes_from_documents(docs), "inventory")
+        return cache["<documents>"]
+    if path is None:
+        return None
+    if path not in cache:
+        if repo.root is None:
+            raise fail(f"inventory {path!r} cannot be read: no repo directory was given", where)
+        target = repo.root / path
+        if Path(path).is_absolute() or ".." in Path(path).parts or not inside(repo.root, target):
+            raise fail(f"inventory {path!r} must be a path inside the repo", where)
+        if not target.is_file():
+            raise fail(f"inventory file {path!r} not found", where)
+        docs_on_disk = load_file(target, path, max_bytes=MAX_INVENTORY_BYTES, max_nodes=MAX_INVENTORY_VALUES)
+        cache[path] = Inventory.of(nodes_from_documents(docs_on_disk), path)
+    return cache[path]
+
+
+def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *,
+               inventory: str | None = None, inventory_docs: list[Document] | None = None
+               ) -> list[tuple[str, PlacementPlan, list[Gang]]]:
+    """Pack every pool that has an inventory; gangs in arrival order."""
+    from toporender.placement.packer import pack
+
+    order = arrival(gangs, load_order(repo.root))
+    cache: dict[str, Inventory] = {}
+    plans: list[tuple[str, PlacementPlan, list[Gang]]] = []
+    for pool_name in sorted(repo.config.pools):
+        pool = repo.config.pools[pool_name]
+        members = [g for g in order if g.pool_name == pool_name]
+        if not members:
+            continue
+        where = repo.config_doc.pos(("pools", pool_name, "inventory") if pool.inventory else ("inventory",))
+        inv = _inventory(repo, inventory or pool.inventory or repo.config.inventory, inventory_docs, cache, where)
+        if inv is None:
+            continue
+        levels = [k.label for k in pool.topology_keys]
+        demands = [gang_demand(g, pods[g.key]) for g in members]
+        plans.append((pool_name, pack(inv, levels, demands, node_selector=pool.node_selector), members))
+    return plans
+
+
+def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *, inventory: str | None,
+          inventory_docs: list[Document] | None, strict: bool | None, sink: DiagnosticSink
+          ) -> dict[str, GangOutcome]:
+    """Outcome per gang key; unplaceable gangs warn, or fail under strict placement."""
+    outcomes: dict[str, GangOutcome] = {}
+    try:
+        plans = plan_pools(repo, gangs, pods, inventory=inventory, inventory_docs=inventory_docs)
+    except UserError as err:
+        sink.extend(err)
+        return outcomes
+    for pool_name, plan, members in plans:
+        is_strict = strict if strict is not None else repo.config.pools[pool_name].strict
+        for gang in members:
+            gp = plan.gangs[gang.key]
+            outcomes[gang.key] = GangOutcome(gp, plan.hash)
+            if not gp.placed:
+                msg = f"group '{gang.name}' cannot be placed: {gp.reason}"
+                if is_strict:
+                    sink.error(msg + " (strict placement; pass --no-strict to render anyway)", gang.pos)
+                else:
+                    sink.warn(msg, gang.pos)
+    return outcomes
+
+
+def annotate(gang: Gang, group_objects: list[dict[str, Any]], pods: list[dict[str, Any]],
+             outcome: GangOutcome) -> None:
+    """Write the intended placement onto the gang's scheduler objects and pods (and pin if asked)."""
+    gp = outcome.placement
+    gang_notes: dict[str, str] = {PLAN_HASH: outcome.plan_hash}
+    if gp.placed:
+        gang_notes[PLACEMENT] = json.dumps(gp.subgroup_domains, sort_keys=True, separators=(",", ":"))
+    else:
+        gang_notes[PLACEMENT] = "unplaceable"
+        gang_notes[REASON] = gp.reason or "no domain fits"
+    for obj in group_objects:
+        if obj.get("kind") == "PodGroup":
+            meta = obj["metadata"]
+            meta["annotations"] = {**meta.get("annotations", {}), **gang_notes}
+    if not gp.placed:
+        return
+    for task, pod in zip(gang.tasks, pods):
+        name = task.spec.name
+        notes = {}
+        if name in gp.pod_domain:
+            notes[INTENDED_DOMAIN] = gp.pod_domain[name]
+        if name in gp.pod_nodes:
+            notes[INTENDED_NODE] = gp.pod_nodes[name]
+        if notes:
+            meta = pod["metadata"]
+            meta["annotations"] = {**meta.get("annotations", {}), **notes}
+        if gang.pool.pin != "none" and name in gp.pod_domain:
+            _pin(pod, gp.pod_domain[name], hard=gang.pool.pin == "hard")
+
+
+def _pin(pod: dict[str, Any], domain: str, *, hard: bool) -> None:
+    """Node affinity to the intended domain: required (hard) or preferred with top weight (soft)."""
+    key, _, value = domain.partition("=")
+    expr = {"key": key, "operator": "In", "values": [value]}
+    spec = pod["spec"]
+    affinity = spec.setdefault("affinity", {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    if hard:
+        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        terms = required.setdefault("nodeSelectorTerms", [])
+        if not terms:
+            terms.append({"matchExpressions": []})
+        for term in terms:
+            term.setdefault("matchExpressions", []).append(dict(expr))
+    else:
+        preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+        preferred.append({"weight": 100, "preference": {"matchExpressions": [expr]}})
