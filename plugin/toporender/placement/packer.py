@@ -23,7 +23,7 @@ arrival order never depends on what comes after it and the worst-case time stays
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toporender.errors import fail
@@ -34,7 +34,9 @@ from toporender.placement.tree import ROOT, Tree
 
 # Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
 GANG_STEPS = 3_000
-REPAIR_BASE_STEPS = 150_000
+REPAIR_BASE_STEPS = 40_000
+REPAIR_STEPS_PER_TRY = 6_000
+REPAIR_STEPS_PER_DOMAIN = 1_500
 REPAIR_STEPS_PER_GANG = 300
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
@@ -128,6 +130,7 @@ class Packer:
         self.moved: set[int] = set()
         self.placed: set[int] = set()
         self.reasons: dict[int, str] = {}
+        self.active: dict[int, _Ctx] = {}
 
     # ---- demand compilation -------------------------------------------------------------------------------
     def _level(self, gang: GangDemand, label: str | None, what: str) -> int | None:
@@ -249,8 +252,9 @@ class Packer:
             if sign > 0:
                 del self.assign[gang][pod]
                 deltas[node] = deltas.get(node, 0) - g
-                if ctx is not None and gang == ctx.gang:
-                    used = ctx.used
+                active = self.active.get(gang) if ctx is None else (ctx if gang == ctx.gang else None)
+                if active is not None:
+                    used = active.used
                     for d in tree.node_path[node]:
                         c = used[d] - 1
                         if c:
@@ -459,68 +463,237 @@ class Packer:
     def repair(self, gang: _Gang) -> bool:
         """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
         tree = self.tree
-        allowance = REPAIR_BASE_STEPS + REPAIR_STEPS_PER_GANG * (gang.idx + 1)
+        allowance = min(REPAIR_BASE_STEPS + REPAIR_STEPS_PER_GANG * (gang.idx + 1), self.spent + REPAIR_STEPS_PER_TRY)
         r = gang.groups[0].req
-        if r < 0:
-            frontier = [ROOT]
-        else:
-            lst = tree.index.get((ROOT, r), [])
-            frontier = [k[2] for k in reversed(lst) if k[0] >= gang.need][:REPAIR_REGIONS]
-        tried: set[int] = set()
-        while frontier:
-            for region in frontier:
-                if region in tried:
-                    continue
-                tried.add(region)
-                if self.spent >= allowance:
-                    return False
-                if self._repack(gang, region, allowance):
-                    return True
-            frontier = sorted({tree.dom_parent[d] for d in frontier if d != ROOT}, key=lambda d: tree.rank[d])
+        regions: list[int] = []
+        for lvl in range(r, -1, -1):
+            lst = tree.index.get((ROOT, lvl), [])
+            regions.extend([k[2] for k in reversed(lst) if k[0] >= gang.need][:REPAIR_REGIONS])
+        if tree.dom_free[ROOT] >= gang.need:
+            regions.append(ROOT)
+        tried: set[tuple[int, ...]] = set()
+        for region in regions:
+            if self.spent >= allowance:
+                return False
+            movable = tuple(self._inside(region))
+            if movable in tried:
+                continue
+            tried.add(movable)
+            if self._repack(gang, region, list(movable), allowance):
+                return True
         return False
 
-    def _repack(self, gang: _Gang, region: int, allowance: int) -> bool:
-        movable = self._inside(region)
+    def _repack(self, gang: _Gang, region: int, movable: list[int], allowance: int) -> bool:
         if not movable or len(movable) > MAX_MOVABLE:
             return False
         if self.tree.dom_free[region] < gang.need:
             return False
-        mark = len(self.log)
         saved = {m: self.lca[m] for m in movable}
         before = {m: dict(self.assign.get(m, {})) for m in movable}
+        mark = len(self.log)
         for m in movable:
             self._release(m)
             del self.lca[m]
             self.placed.discard(m)
-        gs = [self.gangs[m] for m in movable]
-        orders = [
-            sorted(gs + [gang], key=lambda x: (-x.max_leaf, -x.need, x.idx)),
-            sorted(gs + [gang], key=lambda x: (-x.need, -x.max_leaf, x.idx)),
-            [gang] + gs,
-        ]
-        for order in orders:
-            inner = len(self.log)
-            ok = True
-            for x in order:
-                limit = min(GANG_STEPS, max(0, allowance - self.spent))
-                placed, steps = self.place(x, region, limit)
-                self.spent += steps
-                if not placed:
-                    ok = False
-                    break
-            if ok:
+        alone = len(self.log)
+        fits_alone, steps = self.place(gang, region, GANG_STEPS)
+        self.spent += steps
+        if fits_alone:
+            self.lca.pop(gang.idx, None)
+            self.placed.discard(gang.idx)
+        self._rollback(alone, None)
+        if not fits_alone:
+            self._rollback(mark, None)
+            self.lca.update(saved)
+            self.placed.update(saved)
+            return False
+        gs = [self.gangs[m] for m in movable] + [gang]
+        items = [(x, gi) for x in gs for gi, g in enumerate(x.groups) if g.pods]
+        split = min(x.groups[0].req for x in gs)
+        attempts: list[Callable[[], bool]] = []
+        if split > self.tree.dom_level[region]:
+            attempts.append(lambda: self._decomposed(gs, region, split, allowance))
+        attempts.append(lambda: self._search_items(
+            sorted(items, key=lambda it: (-it[0].groups[it[1]].need, it[0].idx, it[1])), region, allowance))
+        for attempt in attempts:
+            if attempt():
+                for x in gs:
+                    self.lca[x.idx] = self._lca(x.idx)
+                    self.placed.add(x.idx)
                 self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
                 return True
-            for x in order:
-                self.lca.pop(x.idx, None)
-                self.placed.discard(x.idx)
-            self._rollback(inner, None)
             if self.spent >= allowance:
                 break
         self._rollback(mark, None)
         self.lca.update(saved)
         self.placed.update(saved)
         return False
+
+    def _decomposed(self, gs: list[_Gang], region: int, split: int, allowance: int) -> bool:
+        """Assign whole gangs to domains of level ``split`` first (free GPUs permitting), then pack each domain
+        on its own; a domain that cannot hold its gangs sends the search back to the gang-to-domain choice."""
+        tree = self.tree
+        doms = [k[2] for k in tree.index.get((region, split), [])]
+        cap = {d: tree.dom_free[d] for d in doms}
+        members: dict[int, list[_Gang]] = {d: [] for d in doms}
+        order = sorted(gs, key=lambda x: (-x.need, -x.max_leaf, x.idx))
+        failed: set[tuple[int, frozenset[int]]] = set()
+        rank = tree.rank
+
+        def pack_domains() -> bool:
+            mark = len(self.log)
+            for d in doms:
+                if not members[d]:
+                    continue
+                key = (d, frozenset(x.idx for x in members[d]))
+                if key in failed:
+                    self._rollback(mark, None)
+                    return False
+                items = [(x, gi) for x in members[d] for gi, g in enumerate(x.groups) if g.pods]
+                items.sort(key=lambda it: (-it[0].groups[it[1]].need, it[0].idx, it[1]))
+                if not self._search_items(items, d, min(allowance, self.spent + REPAIR_STEPS_PER_DOMAIN)):
+                    failed.add(key)
+                    self._rollback(mark, None)
+                    return False
+            return True
+
+        def assign(i: int) -> bool:
+            if self.spent >= allowance:
+                return False
+            if i == len(order):
+                return pack_domains()
+            x = order[i]
+            seen: set[tuple[int, ...]] = set()
+            for d in sorted((d for d in doms if cap[d] >= x.need), key=lambda d: (cap[d] - x.need, rank[d])):
+                if not members[d]:
+                    sig = (cap[d], *tree.dom_hist[d])
+                    if sig in seen:
+                        continue
+                    seen.add(sig)
+                self.spent += 1
+                members[d].append(x)
+                cap[d] -= x.need
+                if (d, frozenset(m.idx for m in members[d])) not in failed and assign(i + 1):
+                    return True
+                members[d].pop()
+                cap[d] += x.need
+            return False
+
+        return assign(0)
+
+    def _search_items(self, items: list[tuple[_Gang, int]], region: int, allowance: int) -> bool:
+        """Iterative depth-first search placing leaf groups of many gangs, largest first (bin-packing order).
+
+        A gang's group domains are fixed by the first of its leaves placed, so later leaves of the same gang only
+        see domains inside them.
+        """
+        tree = self.tree
+        self.active = {x.idx: _Ctx(x.idx, 0) for x, _ in items}
+        fixed: dict[tuple[int, int], int] = {}
+        stack: list[tuple[Iterator[int], int, list[tuple[int, int]]]] = []
+        i = 0
+        it = self._item_candidates(items[0], region, fixed)
+        base = len(self.log)
+        try:
+            while True:
+                if self.spent >= allowance:
+                    self._rollback(base, None)
+                    return False
+                self.spent += 1
+                d = next(it, -1)
+                if d < 0:
+                    if not stack:
+                        return False
+                    i -= 1
+                    it, mark, fixes = stack.pop()
+                    self._rollback(mark, None)
+                    for key in fixes:
+                        del fixed[key]
+                    continue
+                gang, gi = items[i]
+                ctx = self.active[gang.idx]
+                mark = len(self.log)
+                g = gang.groups[gi]
+                if not self._distribute(ctx, d, g.pods, g.tol):
+                    self._rollback(mark, None)
+                    continue
+                fixes = []
+                a = gi
+                while a >= 0:
+                    grp = gang.groups[a]
+                    if grp.req >= 0 and (gang.idx, a) not in fixed:
+                        fixed[(gang.idx, a)] = tree.dom_anc[d][grp.req + 1]
+                        fixes.append((gang.idx, a))
+                    a = grp.parent
+                if i + 1 < len(items) and not self._still_possible(items, i + 1, region, fixed):
+                    self._rollback(mark, None)
+                    for key in fixes:
+                        del fixed[key]
+                    continue
+                stack.append((it, mark, fixes))
+                i += 1
+                if i == len(items):
+                    return True
+                it = self._item_candidates(items[i], region, fixed)
+        finally:
+            self.active = {}
+
+    def _still_possible(self, items: list[tuple[_Gang, int]], start: int, region: int,
+                        fixed: dict[tuple[int, int], int]) -> bool:
+        """Forward check: every remaining leaf still has a domain with enough free GPUs, and no fixed domain or
+        the region is asked for more than it has free."""
+        tree = self.tree
+        free = tree.dom_free
+        left: dict[int, int] = {}
+        total = 0
+        for gang, gi in items[start:]:
+            g = gang.groups[gi]
+            if g.tol_any:
+                continue
+            total += g.need
+            w = region
+            a = gi
+            while a >= 0:
+                d = fixed.get((gang.idx, a))
+                if d is not None:
+                    left[d] = left.get(d, 0) + g.need
+                    if tree.dom_level[d] > tree.dom_level[w]:
+                        w = d
+                a = gang.groups[a].parent
+            if g.req > tree.dom_level[w]:
+                lst = tree.index.get((w, g.req))
+                if not lst or lst[-1][0] < g.need:
+                    return False
+            elif free[w] < g.need:
+                return False
+        if total > free[region]:
+            return False
+        return all(free[d] >= n for d, n in left.items())
+
+    def _item_candidates(self, item: tuple[_Gang, int], region: int, fixed: dict[tuple[int, int], int]
+                         ) -> Iterator[int]:
+        """Domains for one leaf group inside its gang's already fixed domains, best fit first."""
+        tree = self.tree
+        gang, gi = item
+        g = gang.groups[gi]
+        w = region
+        a = gi
+        while a >= 0:
+            d = fixed.get((gang.idx, a))
+            if d is not None and tree.dom_level[d] > tree.dom_level[w]:
+                w = d
+            a = gang.groups[a].parent
+        lvl = max(g.req, tree.dom_level[w])
+        ctx = self.active[gang.idx]
+        ctx.limit = 1 << 60
+        seen: set[tuple[int, ...]] = set()
+        for d in self._candidates(ctx, g, w, lvl):
+            if not tree.dom_children[d] and d not in ctx.used:
+                sig = (tree.dom_parent[d], *tree.dom_hist[d])
+                if sig in seen:
+                    continue
+                seen.add(sig)
+            yield d
 
     def run(self) -> None:
         for gang in self.gangs:

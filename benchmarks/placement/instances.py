@@ -1,0 +1,425 @@
+"""Random fragmented instances, a plan checker, a Kueue-style greedy BestFit baseline and an exact MIP oracle.
+
+Shared by the quality benchmark and the placement tests. The baseline and the oracle are deliberately independent
+of the packer's code: they work on the inventory and the gang demands directly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
+from toporender.placement.inventory import HARD_EFFECTS, Inventory, Node, Taint, tolerates
+from toporender.placement.plan import PlacementPlan
+
+LEVELS = ("zone", "block", "rack")
+
+
+@dataclass(frozen=True)
+class Instance:
+    seed: int
+    inventory: Inventory
+    gangs: tuple[GangDemand, ...]
+
+
+def random_inventory(rng: random.Random, zones: int, blocks: int, racks: tuple[int, int],
+                     odd: float = 0.35, partly: float = 0.12, cordoned: float = 0.04,
+                     tainted: float = 0.0) -> Inventory:
+    """NVL72-style racks (18 nodes x 4 GPUs) plus odd smaller racks, some nodes partly used or cordoned."""
+    nodes = []
+    for z in range(zones):
+        for b in range(blocks):
+            for r in range(rng.randint(*racks)):
+                size = 18 if rng.random() >= odd else rng.randint(4, 14)
+                for n in range(size):
+                    used = rng.choice((1, 2, 3, 4)) if rng.random() < partly else 0
+                    taints = (Taint("gpu-maintenance", None, "NoSchedule"),) if rng.random() < tainted else ()
+                    nodes.append(Node(
+                        f"z{z}-b{b}-r{r}-n{n:02d}",
+                        {"zone": f"z{z}", "block": f"z{z}-b{b}", "rack": f"z{z}-b{b}-r{r}"},
+                        4, used, rng.random() < cordoned, taints,
+                    ))
+    return Inventory.of(nodes)
+
+
+def random_gang(rng: random.Random, key: str, sub_range: tuple[int, int] = (2, 4),
+                pods_range: tuple[int, int] = (2, 14)) -> GangDemand:
+    """A gang of 2-4 rack-bound subgroups inside one zone, preferring one block."""
+    subs = []
+    pods: list[PodDemand] = []
+    pod_sub = []
+    for s in range(rng.randint(*sub_range)):
+        g = rng.choices((4, 2, 1), weights=(8, 1, 1))[0]
+        k = rng.randint(*pods_range) * (4 // g if g < 4 and rng.random() < 0.5 else 1)
+        sp = tuple(PodDemand(f"s{s}-{i}", g) for i in range(k))
+        subs.append(SubgroupDemand(f"s{s}", None, LevelConstraint("rack"), sp))
+        pods.extend(sp)
+        pod_sub.extend((p.name, f"s{s}") for p in sp)
+    return GangDemand(key, key, LevelConstraint("zone", "block"), tuple(subs), tuple(pods), tuple(pod_sub))
+
+
+def small_instance(seed: int, gangs: int | None = None) -> Instance:
+    """Small enough for the exact oracle: 2 zones x 2 blocks x 1-3 racks, 8-16 gangs, demand > capacity."""
+    rng = random.Random(seed)
+    inv = random_inventory(rng, 2, 2, (1, 3))
+    n = gangs if gangs is not None else rng.randint(8, 16)
+    return Instance(seed, inv, tuple(random_gang(rng, f"g{i:02d}") for i in range(n)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def leaf_of(gang: GangDemand) -> dict[str, SubgroupDemand | None]:
+    subs = {s.name: s for s in gang.subgroups}
+    mapping = dict(gang.pod_subgroup)
+    return {p.name: subs.get(mapping.get(p.name, "")) for p in gang.pods}
+
+
+def check_plan(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand], plan: PlacementPlan) -> list[str]:
+    """Every hard rule of the packer, checked from scratch. Returns the violations."""
+    errors = []
+    nodes = {n.name: n for n in inv.nodes}
+    load: dict[str, int] = {}
+    for gang in gangs:
+        gp = plan.gangs[gang.key]
+        if not gp.placed:
+            if gp.pod_nodes:
+                errors.append(f"{gang.key}: unplaced but has nodes")
+            if not gp.reason:
+                errors.append(f"{gang.key}: unplaced without a reason")
+            continue
+        subs = {s.name: s for s in gang.subgroups}
+        leaf = leaf_of(gang)
+        for pod in gang.pods:
+            if pod.gpus == 0:
+                continue
+            name = gp.pod_nodes.get(pod.name)
+            if name is None:
+                errors.append(f"{gang.key}: pod {pod.name} has no node")
+                continue
+            node = nodes[name]
+            load[name] = load.get(name, 0) + pod.gpus
+            if node.unschedulable:
+                errors.append(f"{gang.key}: pod {pod.name} on cordoned {name}")
+            for t in node.taints:
+                if t.effect in HARD_EFFECTS and not tolerates(pod.tolerations, t):
+                    errors.append(f"{gang.key}: pod {pod.name} on tainted {name}")
+        # constraints: a group's pods share the label path down to its required level
+        def check(label: str | None, pods: list[str], who: str) -> None:
+            if label is None:
+                return
+            depth = list(levels).index(label) + 1
+            paths = {tuple(nodes[gp.pod_nodes[p]].labels.get(k) for k in levels[:depth]) for p in pods
+                     if p in gp.pod_nodes}
+            if len(paths) > 1 or any(None in p for p in paths):
+                errors.append(f"{who}: spans {len(paths)} {label} domains")
+
+        packed = [p.name for p in gang.pods if p.gpus > 0]
+        check(gang.constraint.required, packed, gang.key)
+        for s in gang.subgroups:
+            members = [p for p in packed if _within(subs, leaf[p], s.name)]
+            check(s.constraint.required, members, f"{gang.key}/{s.name}")
+    for name, used in load.items():
+        n = nodes[name]
+        if used + n.used_gpus > n.gpus:
+            errors.append(f"node {name} over-committed: {used} + {n.used_gpus} > {n.gpus}")
+    return errors
+
+
+def _within(subs: dict[str, SubgroupDemand], leaf: SubgroupDemand | None, name: str) -> bool:
+    s = leaf
+    while s is not None:
+        if s.name == name:
+            return True
+        s = subs.get(s.parent) if s.parent else None
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+class BestFit:
+    """Kueue-style greedy BestFit: the gang's tightest domain at the preferred, else required level; then each
+    subgroup in order into the tightest rack that fits; nodes largest free first. No backtracking, no re-arranging.
+    It scans every domain for every gang, which also makes it the straightforward baseline for the scale benchmark.
+    """
+
+    def __init__(self, inv: Inventory, levels: Sequence[str]):
+        self.levels = list(levels)
+        self.free = {n.name: (n.gpus - n.used_gpus) if not n.unschedulable and not any(
+            t.effect in HARD_EFFECTS for t in n.taints) else 0 for n in inv.nodes}
+        self.path = {n.name: tuple(n.labels.get(k) for k in levels) for n in inv.nodes}
+        self.domains: list[dict[tuple[str | None, ...], list[str]]] = []
+        for depth in range(1, len(levels) + 1):
+            doms: dict[tuple[str | None, ...], list[str]] = {}
+            for n in sorted(inv.nodes, key=lambda n: n.name):
+                p = self.path[n.name][:depth]
+                if None not in p:
+                    doms.setdefault(p, []).append(n.name)
+            self.domains.append(doms)
+
+    def _slots(self, nodes: list[str], g: int) -> int:
+        return sum(self.free[n] // g for n in nodes)
+
+    def _fit_nodes(self, nodes: list[str], pods: list[PodDemand]) -> dict[str, str] | None:
+        local = {n: self.free[n] for n in nodes}
+        out = {}
+        for p in sorted(pods, key=lambda p: (-p.gpus, p.name)):
+            best = min((n for n in nodes if local[n] >= p.gpus), key=lambda n: (-local[n], n), default=None)
+            if best is None:
+                return None
+            local[best] -= p.gpus
+            out[p.name] = best
+        return out
+
+    def place(self, gang: GangDemand) -> dict[str, str] | None:
+        need = gang.gpus
+        c = gang.constraint
+        region: list[str] = sorted(self.free)
+        for label in [x for x in (c.preferred, c.required) if x]:
+            depth = self.levels.index(label)
+            fits = [(sum(self.free[n] for n in ns), k, ns) for k, ns in self.domains[depth].items()
+                    if sum(self.free[n] for n in ns) >= need]
+            if fits:
+                region = min(fits)[2]
+                break
+        else:
+            if c.required:
+                return None
+        inside = set(region)
+        assigned: dict[str, str] = {}
+        taken: dict[str, int] = {}
+        leaf = leaf_of(gang)
+        groups: dict[str, list[PodDemand]] = {}
+        for p in gang.pods:
+            if p.gpus:
+                s = leaf[p.name]
+                groups.setdefault(s.name if s else "", []).append(p)
+        for name, pods in groups.items():
+            sub = next((s for s in gang.subgroups if s.name == name), None)
+            label = sub.constraint.required if sub else None
+            if label:
+                depth = self.levels.index(label)
+                cands = []
+                for k, ns in self.domains[depth].items():
+                    ns = [n for n in ns if n in inside]
+                    if ns and self._fit_nodes(ns, pods) is not None:
+                        cands.append((sum(self.free[n] for n in ns), k, ns))
+                if not cands:
+                    break
+                nodes = min(cands)[2]
+            else:
+                nodes = sorted(inside)
+            got = self._fit_nodes(nodes, pods)
+            if got is None:
+                break
+            for p in pods:
+                self.free[got[p.name]] -= p.gpus
+                taken[got[p.name]] = taken.get(got[p.name], 0) + p.gpus
+            assigned.update(got)
+        else:
+            return assigned
+        for n, g in taken.items():
+            self.free[n] += g
+        return None
+
+
+def bestfit_run(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
+    bf = BestFit(inv, levels)
+    out = {}
+    for g in gangs:
+        got = bf.place(g)
+        if got is not None:
+            out[g.key] = got
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def mip_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
+                 time_limit: float = 30.0) -> bool | None:
+    """Exact check with HiGHS: can all ``gangs`` be placed at once under the required constraints?
+
+    Integer x[s, n] = pods of leaf group s (one pod size) on node n; binary e[s, d] picks s's required domain and
+    e[gang, d] the gang's; capacity per node. Returns None if the solver hit its time limit.
+    """
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", time_limit)
+    h.setOptionValue("random_seed", 0)
+    h.setOptionValue("threads", 1)
+    nodes = [n for n in inv.nodes if not n.unschedulable and n.free_gpus > 0]
+    inf = highspy.kHighsInf
+    col = 0
+    cap_rows: dict[str, list[tuple[int, float]]] = {n.name: [] for n in nodes}
+
+    def add_var(lo: float, hi: float, integer: bool) -> int:
+        nonlocal col
+        h.addVar(lo, hi)
+        if integer:
+            h.changeColIntegrality(col, highspy.HighsVarType.kInteger)
+        col += 1
+        return col - 1
+
+    def dom(node: Node, label: str) -> tuple[str | None, ...]:
+        depth = list(levels).index(label) + 1
+        return tuple(node.labels.get(k) for k in levels[:depth])
+
+    for gang in gangs:
+        leaf = leaf_of(gang)
+        groups: dict[tuple[str, int], list[PodDemand]] = {}
+        for p in gang.pods:
+            if p.gpus:
+                s = leaf[p.name]
+                groups.setdefault((s.name if s else "", p.gpus), []).append(p)
+        gang_e: dict[tuple[str | None, ...], int] = {}
+        if gang.constraint.required:
+            doms = sorted({dom(n, gang.constraint.required) for n in nodes} - {None}, key=str)
+            doms = [d for d in doms if None not in d]
+            for d in doms:
+                gang_e[d] = add_var(0, 1, True)
+            h.addRow(1, 1, len(doms), [gang_e[d] for d in doms], [1.0] * len(doms))
+        for (sname, g), pods in sorted(groups.items()):
+            sub = next((s for s in gang.subgroups if s.name == sname), None)
+            label = sub.constraint.required if sub else None
+            allowed = [n for n in nodes if all(
+                tolerates(pods[0].tolerations, t) for t in n.taints if t.effect in HARD_EFFECTS)
+                and n.free_gpus >= g]
+            xs = []
+            for n in allowed:
+                if label and None in dom(n, label):
+                    continue
+                if gang.constraint.required and None in dom(n, gang.constraint.required):
+                    continue
+                v = add_var(0, n.free_gpus // g, True)
+                xs.append((n, v))
+                cap_rows[n.name].append((v, float(g)))
+            k = len(pods)
+            h.addRow(k, k, len(xs), [v for _, v in xs], [1.0] * len(xs))
+            if gang.constraint.required:
+                for n, v in xs:
+                    e = gang_e[dom(n, gang.constraint.required)]
+                    h.addRow(-inf, 0, 2, [v, e], [1.0, -float(k)])
+            if label:
+                doms = sorted({dom(n, label) for n, _ in xs}, key=str)
+                es = {d: add_var(0, 1, True) for d in doms}
+                h.addRow(1, 1, len(es), list(es.values()), [1.0] * len(es))
+                for n, v in xs:
+                    h.addRow(-inf, 0, 2, [v, es[dom(n, label)]], [1.0, -float(k)])
+                if gang.constraint.required and list(levels).index(label) > list(levels).index(
+                        gang.constraint.required):
+                    for d, e in es.items():
+                        parent = d[: list(levels).index(gang.constraint.required) + 1]
+                        if parent in gang_e:
+                            h.addRow(-inf, 0, 2, [e, gang_e[parent]], [1.0, -1.0])
+    for n in nodes:
+        row = cap_rows[n.name]
+        if row:
+            h.addRow(-inf, float(n.free_gpus), len(row), [v for v, _ in row], [c for _, c in row])
+    h.run()
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        return True
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return False
+    return None
+
+
+def rack_model_applies(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> bool:
+    """The aggregated model is exact when every packed pod belongs to a leaf subgroup bound to the finest level,
+    pod sizes are 1, 2 or 4 GPUs, nodes have at most 4 GPUs and nothing is tainted: for divisible sizes
+    first-fit decreasing is optimal, so a rack's feasibility is three linear inequalities on its pod counts."""
+    if any(n.gpus > 4 or n.taints for n in inv.nodes):
+        return False
+    for g in gangs:
+        leaf = leaf_of(g)
+        for p in g.pods:
+            if p.gpus and (p.gpus not in (1, 2, 4) or leaf[p.name] is None
+                           or leaf[p.name].constraint.required != levels[-1]):  # type: ignore[union-attr]
+                return False
+    return True
+
+
+def rack_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
+                  time_limit: float = 30.0) -> bool | None:
+    """Exact feasibility on the aggregated model: binary e[s, rack] and e[gang, domain] only."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", time_limit)
+    h.setOptionValue("random_seed", 0)
+    h.setOptionValue("threads", 1)
+    inf = highspy.kHighsInf
+    racks: dict[tuple[str | None, ...], list[int]] = {}
+    for n in inv.nodes:
+        path = tuple(n.labels.get(k) for k in levels)
+        if None in path:
+            continue
+        c = racks.setdefault(path, [0, 0, 0, 0, 0])
+        if not n.unschedulable:
+            c[n.free_gpus] += 1
+    rack_keys = sorted(racks, key=str)
+    col = 0
+    # per rack: coefficients for (4-pod count, 2-pod count, GPUs)
+    rows: dict[tuple[str | None, ...], list[list[tuple[int, float]]]] = {r: [[], [], []] for r in rack_keys}
+
+    def add_bin() -> int:
+        nonlocal col
+        h.addVar(0, 1)
+        h.changeColIntegrality(col, highspy.HighsVarType.kInteger)
+        col += 1
+        return col - 1
+
+    for gang in gangs:
+        leaf = leaf_of(gang)
+        gang_e: dict[tuple[str | None, ...], int] = {}
+        gdepth = list(levels).index(gang.constraint.required) + 1 if gang.constraint.required else 0
+        if gdepth:
+            doms = sorted({r[:gdepth] for r in rack_keys}, key=str)
+            gang_e = {d: add_bin() for d in doms}
+            h.addRow(1, 1, len(doms), list(gang_e.values()), [1.0] * len(doms))
+        counts: dict[str, list[int]] = {}
+        for p in gang.pods:
+            if p.gpus:
+                c = counts.setdefault(leaf[p.name].name, [0, 0, 0])  # type: ignore[union-attr]
+                c[{4: 0, 2: 1, 1: 2}[p.gpus]] += 1
+        for _, (a4, a2, a1) in sorted(counts.items()):
+            es = {r: add_bin() for r in rack_keys}
+            h.addRow(1, 1, len(es), list(es.values()), [1.0] * len(es))
+            for r, e in es.items():
+                rows[r][0].append((e, float(a4)))
+                rows[r][1].append((e, float(a2 + 2 * a4)))
+                rows[r][2].append((e, float(a1 + 2 * a2 + 4 * a4)))
+                if gdepth:
+                    h.addRow(-inf, 0, 2, [e, gang_e[r[:gdepth]]], [1.0, -1.0])
+    for r in rack_keys:
+        c = racks[r]
+        bounds = (c[4], 2 * c[4] + c[3] + c[2], 4 * c[4] + 3 * c[3] + 2 * c[2] + c[1])
+        for row, ub in zip(rows[r], bounds, strict=True):
+            if row:
+                h.addRow(-inf, float(ub), len(row), [v for v, _ in row], [w for _, w in row])
+    h.run()
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        return True
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return False
+    return None
+
+
+def arrival_optimum(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
+                    time_limit: float = 30.0) -> tuple[int, list[str], int]:
+    """GPUs of the arrival-order optimum: each gang is accepted iff it fits together with all accepted before it.
+
+    Returns (GPUs, accepted keys, solves that hit the time limit — counted as not accepted).
+    """
+    accepted: list[GangDemand] = []
+    unknown = 0
+    solve = rack_feasible if rack_model_applies(inv, levels, gangs) else mip_feasible
+    for g in gangs:
+        ok = solve(inv, levels, [*accepted, g], time_limit)
+        if ok is None:
+            unknown += 1
+        if ok:
+            accepted.append(g)
+    return sum(g.gpus for g in accepted), [g.key for g in accepted], unknown
