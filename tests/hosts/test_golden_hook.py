@@ -189,23 +189,38 @@ def test_pre_commit_try_repo(tmp_path: Path) -> None:
 
     env = tool_env({"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PRE_COMMIT_COLOR": "never"})
 
-    def try_repo() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([pre_commit, "try-repo", str(PROJECT), "toporender-golden", "--all-files"],
+    def try_repo(*hook: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([pre_commit, "try-repo", str(PROJECT), *hook, "--all-files"],
                               cwd=repo, env=env, capture_output=True, text=True, timeout=900)
 
-    first = try_repo()
+    def status(out: str, name: str) -> str:
+        line = next(ln for ln in out.splitlines() if ln.startswith(name))
+        return line.rsplit(".", 1)[-1].strip()
+
+    first = try_repo()  # both hooks
     assert first.returncode == 1, first.stdout + first.stderr
-    assert "toporender golden files" in first.stdout and "Failed" in first.stdout
+    assert status(first.stdout, "toporender golden files") == "Failed"
+    assert status(first.stdout, "toporender validate") == "Passed"
     assert f"updated golden/{wf.relative_to(repo).as_posix()}" in first.stdout
     assert golden_file.read_text() != old_golden and "changed-" in golden_file.read_text()
     git(repo, "add", ".")
     second = try_repo()
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "Passed" in second.stdout
+    assert status(second.stdout, "toporender golden files") == "Passed"
 
     # A new workflow only creates an untracked golden file: pre-commit alone would not notice, our exit 1 does.
     new_wf = text.replace("name:", "name: new-", 1).replace("name: new- ", "name: new-", 1)
     (repo / "workflows" / "new.yaml").write_text(new_wf)
     git(repo, "add", ".")
-    third = try_repo()
+    third = try_repo("toporender-golden")
     assert third.returncode == 1 and "created golden/workflows/new.yaml" in third.stdout
+
+    # A broken workflow: validate fails with the position, golden fails and writes nothing.
+    (repo / "workflows" / "new.yaml").write_text(new_wf + "bogus_key: 1\n")
+    git(repo, "add", ".")
+    before = tree_snapshot(repo / "golden")
+    fourth = try_repo()
+    assert fourth.returncode == 1
+    assert status(fourth.stdout, "toporender validate") == "Failed"
+    assert "workflows/new.yaml:" in fourth.stdout and "bogus_key" in fourth.stdout
+    assert tree_snapshot(repo / "golden") == before
