@@ -258,3 +258,23 @@ def test_null_and_empty_parameter_lists(tmp_path: Path) -> None:
     proc = toporender("argocd", "generate", cwd=example,
                       env={"ARGOCD_APP_NAMESPACE": "x", "PARAM_OUTPUT_FORMAT": "json"})
     assert proc.returncode == 0 and proc.stdout.startswith("{")
+
+
+def test_sync_waves_order_podgroups_before_pods(tmp_path: Path) -> None:
+    example = PROJECT / "tests" / "hosts" / "fixtures" / "minimal"
+    repo = make_git_repo(tmp_path, example)
+    cfg = repo / "apps/training/toporender.yaml"
+    cfg.write_text(cfg.read_text() + "sync_waves: true\n")
+    resp = request(tmp_path, repo, app_for(plugin={"name": "toporender-v1",
+                                                   "parameters": [{"name": "pool-objects", "string": "true"}]}))
+    waves = {m["kind"]: int(m["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for m in resp.manifests}
+    assert waves["Topology"] < waves["PodGroup"] < waves["Pod"], waves
+
+
+def test_plugin_yaml_parsing_is_lenient(tmp_path: Path) -> None:
+    """Like Go's non-strict json.Unmarshal: unknown keys ignored, keys matched case-insensitively."""
+    plugin = tmp_path / "plugin.yaml"
+    plugin.write_text(PLUGIN_YAML.read_text().replace("  generate:", "  lockRepo: true\n  allowConcurrency: true\n"
+                                                      "  Generate:").replace("fileName:", "filename:"))
+    cfg = load_plugin_config(plugin)
+    assert cfg.generate.argv == ["toporender", "argocd", "generate"] and cfg.discover_file_name == "toporender.yaml"

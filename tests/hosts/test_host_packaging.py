@@ -214,3 +214,12 @@ def test_harness_rejects_invalid_plugin_configs(tmp_path: Path) -> None:
         plugin.write_text(text)
         with pytest.raises(CmpError, match=message):
             generate_manifests(plugin, PROJECT / "argocd", App(), tmp_path / "w")
+
+
+def test_missing_tool_fails_on_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        require_tool("no-such-tool-for-toporender")
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        require_tool("no-such-tool-for-toporender")
