@@ -119,9 +119,12 @@ def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     result = render_repo(directory, make_options(**opts))
     report(result.warnings)
     if check_output:
+        from toporender.repo import CONFIG_FILE, load_config, single_document
         from toporender.validation import validate_objects
 
-        problems = validate_objects(result.objects)
+        config = load_config(single_document(directory / CONFIG_FILE, CONFIG_FILE))
+        kai = {p.kai_version for p in config.pools.values() if p.backend == "kai"}
+        problems = validate_objects(result.objects, kai_version="v0.14.0" if kai == {"v0.14"} else "main")
         if problems:
             report([Diagnostic(p) for p in problems])
             sys.exit(1)
