@@ -302,3 +302,26 @@ def test_exec_function_like_kustomize_calls_it() -> None:
     assert proc.returncode == 0, proc.stderr
     items = yaml.safe_load(proc.stdout)["items"]
     assert items == render_cli(PROJECT / "examples" / "single-rack")
+
+
+def test_generated_file_names_in_a_package() -> None:
+    items = export(FIXTURE_REPO)
+    wf = next(i for i in items if i["kind"] == "Workflow")
+    del wf["metadata"]["annotations"]["toporender.dev/source"]
+    second = yaml.safe_load(yaml.safe_dump(wf).replace("train", "eval"))
+    items.append(second)
+    for i, item in enumerate(items):  # config in its own file, both workflows in one file
+        ann = item["metadata"]["annotations"]
+        ann["config.kubernetes.io/path"] = "repo.yaml" if item["kind"] == "RepoConfig" else "wf/all.yaml"
+        ann["config.kubernetes.io/index"] = str(i)
+    proc = toporender("krm", stdin=resource_list(items, FN))
+    assert proc.returncode == 0, proc.stderr
+    out = yaml.safe_load(proc.stdout)["items"]
+    kept = [i for i in out if i["apiVersion"] == "toporender.dev/v1alpha1"]
+    assert len(kept) == 3, "inputs from package files are kept"
+    paths = {(o["kind"], o["metadata"]["annotations"]["config.kubernetes.io/path"]) for o in out if o not in kept}
+    assert paths == {("PodGroup", "generated/workflows/train.yaml"), ("Pod", "generated/workflows/train.yaml"),
+                     ("PodGroup", "generated/workflows/eval.yaml"), ("Pod", "generated/workflows/eval.yaml")}
+    # keepInputs: false overrides the package rule.
+    proc = toporender("krm", stdin=resource_list(items, {**FN, "spec": {"keepInputs": False}}))
+    assert not [i for i in yaml.safe_load(proc.stdout)["items"] if i["apiVersion"] == "toporender.dev/v1alpha1"]

@@ -246,14 +246,32 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
 # Processing (shared by both modes)
 
 
-def _doc_source(item: Item, taken: set[str]) -> str:
-    ann = item.annotations()
-    source = ann.get(SOURCE_ANNOTATION) or item.file_path or f"workflows/{item.name or item.position}.yaml"
-    source = str(source)
-    if source in taken:  # several Workflow items in one file
-        source = f"{source}#{item.file_index if item.file_index is not None else item.position}"
-    taken.add(source)
-    return source
+def _workflow_sources(items: list[Item]) -> dict[int, str]:
+    """The repo-relative source name of each Workflow item (used for golden/generated file names).
+
+    ``toporender.dev/source`` wins; else the item's file when it holds only this workflow; else
+    ``workflows/<metadata.name>.yaml``; a clash gets ``#<index>`` appended.
+    """
+    workflows = [it for it in items if it.is_ours() and it.kind == "Workflow"]
+    per_file: dict[str, int] = {}
+    for it in workflows:
+        if it.file_path:
+            per_file[it.file_path] = per_file.get(it.file_path, 0) + 1
+    sources: dict[int, str] = {}
+    taken: set[str] = set()
+    for it in workflows:
+        ann = it.annotations()
+        if isinstance(ann.get(SOURCE_ANNOTATION), str) and ann[SOURCE_ANNOTATION]:
+            source = str(ann[SOURCE_ANNOTATION])
+        elif it.file_path and per_file[it.file_path] == 1:
+            source = it.file_path
+        else:
+            source = f"workflows/{it.name or it.position}.yaml"
+        if source in taken:
+            source = f"{source}#{it.file_index if it.file_index is not None else it.position}"
+        taken.add(source)
+        sources[it.position] = source
+    return sources
 
 
 def render_items(
@@ -299,10 +317,10 @@ def render_items(
     config_doc = Document(CONFIG_FILE, 0, spec_of(cfg_item))
     origins[CONFIG_FILE] = Origin(cfg_item.ref(), cfg_item.file_path, cfg_item.file_index)
     workflows: list[Document] = []
-    taken: set[str] = set()
+    sources = _workflow_sources(items)
     for it in items:
         if it.is_ours() and it.kind == "Workflow":
-            source = _doc_source(it, taken)
+            source = sources[it.position]
             origins[source] = Origin(it.ref(), it.file_path, it.file_index)
             workflows.append(Document(source, 0, spec_of(it)))
     inventory: list[Document] = []
@@ -401,14 +419,14 @@ def process(items: list[Item], fn_config: Any, cwd: Path, fn_source: str = "func
 
 def _origins_only(items: list[Item]) -> dict[str, Origin]:
     origins: dict[str, Origin] = {}
-    taken: set[str] = set()
+    sources = _workflow_sources(items)
     for it in items:
         if not it.is_ours() and not it.is_inventory_node():
             continue
         if it.kind == "RepoConfig":
             origins[CONFIG_FILE] = Origin(it.ref(), it.file_path, it.file_index)
         elif it.kind == "Workflow":
-            origins[_doc_source(it, taken)] = Origin(it.ref(), it.file_path, it.file_index)
+            origins[sources[it.position]] = Origin(it.ref(), it.file_path, it.file_index)
         origins.setdefault(it.file_path or f"{it.kind}/{it.name}", Origin(it.ref(), it.file_path, it.file_index))
     return origins
 
