@@ -33,7 +33,7 @@ from toporender.placement.plan import PlacementPlan, build_plan
 from toporender.placement.tree import ROOT, Tree
 
 # Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
-GANG_STEPS = 3_000
+GANG_STEPS = 1_000
 REPAIR_BASE_STEPS = 40_000
 REPAIR_STEPS_PER_TRY = 6_000
 REPAIR_STEPS_PER_DOMAIN = 1_500
@@ -54,6 +54,7 @@ class _Group:
     sizes: tuple[tuple[int, int], ...] = ()
     tol: frozenset[int] = frozenset()
     tol_any: frozenset[int] = frozenset()
+    deep: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -184,7 +185,7 @@ class Packer:
             groups[gi].pods.append(pod_index[p.name])
         gpus = [p.gpus for p in pods]
         tree = self.tree
-        tainted = [n for n in range(len(tree.node_names)) if tree.node_ok[n] and tree.node_taints[n]]
+        tainted = tree.tainted_nodes
 
         def tolerated(plist: list[PodDemand]) -> frozenset[int]:
             if not tainted or not plist or not all(p.tolerations for p in plist):
@@ -207,6 +208,15 @@ class Packer:
             g.sizes = _sizes([gpus[i] for i in sub_pods])
         for g in groups:
             g.children.sort(key=lambda c: (-groups[c].need, groups[c].name))
+        for gi in range(len(groups) - 1, -1, -1):
+            g = groups[gi]
+            deep = {}
+            for c in g.children:
+                child = groups[c]
+                for lvl, need in ((child.req, child.need), *child.deep):
+                    if lvl > g.req and not child.tol_any:
+                        deep[lvl] = max(deep.get(lvl, 0), need)
+            g.deep = tuple(sorted(deep.items()))
         leaves = [g.need for g in groups if g.pods]
         return _Gang(idx, gang, groups, [p.name for p in pods], gpus, groups[0].need, max(leaves, default=0))
 
@@ -390,7 +400,7 @@ class Packer:
             ctx.steps += 1
             if d not in used:
                 h = tree.dom_hist[d]
-                if _fits(h, g.sizes, need):
+                if _fits(h, g.sizes, need) and self._deep_ok(g, d):
                     # Leaf domains in the same state are interchangeable: try one of them only.
                     sig = tuple(h) if not tree.dom_children[d] else (-1 - d,)
                     if sig not in seen:
@@ -399,6 +409,17 @@ class Packer:
                         pos = bisect_right(lst, key)
                         continue
             pos += 1
+
+    def _deep_ok(self, g: _Group, d: int) -> bool:
+        """Necessary test: the largest descendant leaf at each finer level fits the largest domain there."""
+        index = self.tree.index
+        level = self.tree.dom_level[d]
+        for lvl, need in g.deep:
+            if lvl > level:
+                lst = index.get((d, lvl))
+                if not lst or lst[-1][0] < need:
+                    return False
+        return True
 
     def _gen_group(self, ctx: _Ctx, gang: _Gang, gi: int, w: int) -> Iterator[None]:
         g = gang.groups[gi]
@@ -697,18 +718,43 @@ class Packer:
 
     def run(self) -> None:
         for gang in self.gangs:
-            ok, _ = self.place(gang, ROOT, GANG_STEPS)
+            ok = False
+            if not self._hopeless(gang):
+                ok, _ = self.place(gang, ROOT, GANG_STEPS)
             if not ok:
                 reason = self.reason(gang)
                 if not self.repair(gang):
                     self.reasons[gang.idx] = reason
             self.log.clear()
 
+    def _largest(self, lvl: int, tol: frozenset[int]) -> int:
+        """The domain of a level with the most free GPUs (first by path among equals)."""
+        tree = self.tree
+        if tol:
+            return min(tree.level_domains[lvl], key=lambda d: (-self._free(d, tol), tree.rank[d]))
+        lst = tree.index[(ROOT, lvl)]
+        return lst[bisect_left(lst, (lst[-1][0],))][2]
+
+    def _hopeless(self, gang: _Gang) -> bool:
+        """Cheap necessary test: some group cannot fit even the largest domain of its level as things stand."""
+        tree = self.tree
+        for g in gang.groups:
+            if g.tol_any:
+                continue
+            if g.req < 0:
+                if tree.dom_free[ROOT] < g.need:
+                    return True
+                continue
+            lst = tree.index.get((ROOT, g.req))
+            if not lst or lst[-1][0] < g.need:
+                return True
+        return False
+
     def reason(self, gang: _Gang) -> str:
         """Why ``gang`` does not fit now: the binding level, the demand and the best domain's free capacity."""
         tree = self.tree
-        excluded = sum(1 for ok in tree.node_ok if not ok)
-        tainted = sum(1 for n, t in enumerate(tree.node_taints) if t and tree.node_ok[n])
+        excluded = tree.cordoned
+        tainted = tree.tainted
         notes = []
         if excluded:
             notes.append(f"{excluded} cordoned node{'s' if excluded != 1 else ''}")
@@ -725,10 +771,9 @@ class Packer:
                     return f"{who} needs {g.need} GPUs; the pool has {free} free{suffix}"
                 continue
             label = tree.levels[g.req]
-            cands = tree.level_domains[g.req]
-            if not cands:
+            if not tree.level_domains[g.req]:
                 return f"{who} needs {g.need} GPUs in one {label}; no node has the label {label}{suffix}"
-            best = min(cands, key=lambda d: (-self._free(d, g.tol_any), tree.rank[d]))
+            best = self._largest(g.req, g.tol_any)
             free = self._free(best, g.tol_any)
             if free < g.need:
                 return f"{who} needs {g.need} GPUs in one {label}; the largest has {free} ({tree.name(best)}){suffix}"
@@ -736,7 +781,7 @@ class Packer:
         where = f" in one {tree.levels[g.req]}" if g.req >= 0 else ""
         best = ROOT
         if g.req >= 0:
-            best = min(tree.level_domains[g.req], key=lambda d: (-self._free(d, g.tol_any), tree.rank[d]))
+            best = self._largest(g.req, g.tol_any)
         pods = ", ".join(f"{k} x {s} GPUs" for s, k in g.sizes)
         return (
             f"{gang.demand.display} needs {g.need} GPUs ({pods}){where} with every subgroup inside its required "

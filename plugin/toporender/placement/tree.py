@@ -114,6 +114,9 @@ class Tree:
                     self.dom_hist[d][self.node_free[i]] += 1
                 else:
                     self.dom_tainted[d].append(i)
+        self.cordoned = sum(1 for ok in self.node_ok if not ok)
+        self.tainted_nodes = [i for i, (ok, t) in enumerate(zip(self.node_ok, self.node_taints, strict=True)) if ok and t]
+        self.tainted = len(self.tainted_nodes)
         self.node_clean = [ok and not t for ok, t in zip(self.node_ok, self.node_taints, strict=True)]
         # index[(ancestor, level)] = sorted [(free, rank, domain)] of real descendants at that level
         self.index: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
