@@ -1,0 +1,108 @@
+"""``toporender plan`` and ``toporender inventory import``: the only placement code that touches files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import yaml
+
+from toporender.errors import UserError
+from toporender.yamlsource import Document, load_file, load_text
+
+
+def _fail(err: UserError) -> None:
+    for d in err.diagnostics:
+        click.echo(str(d), err=True)
+    sys.exit(1)
+
+
+@click.group("inventory")
+def inventory_cmd() -> None:
+    """Manage the committed node inventory."""
+
+
+@inventory_cmd.command("import")
+@click.argument("source", default="-")
+def import_cmd(source: str) -> None:
+    """Turn `kubectl get nodes -o yaml|json` output (FILE or - for stdin) into the compact, sorted form."""
+    from toporender.placement.inventory import import_inventory
+
+    try:
+        if source == "-":
+            docs = load_text(sys.stdin.read(), "<stdin>")
+        else:
+            docs = load_file(Path(source), source)
+        out = import_inventory(docs)
+    except UserError as err:
+        _fail(err)
+        return
+    click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False), nl=False)
+
+
+def _run_documents(target: Path) -> list[Document] | None:
+    """Documents of a Run-spec file or directory, or None if the target holds no ``kind: Run``."""
+    files = [target] if target.is_file() else sorted(
+        p for p in target.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
+    ) if target.is_dir() else []
+    docs: list[Document] = []
+    found = False
+    for f in files:
+        try:
+            loaded = load_file(f, str(f))
+        except UserError:
+            if target.is_file():
+                raise
+            continue
+        for d in loaded:
+            if isinstance(d.data, dict) and d.data.get("kind") == "Run":
+                found = True
+                docs.append(d)
+    return docs if found else None
+
+
+@click.command("plan")
+@click.argument("target", default=".")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--inventory", "inventory", default=None, help="Node inventory (compact form or a NodeList dump).")
+def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
+    """Show where every gang (or Run) would go: domains, nodes, usage, fragmentation and the plan hash."""
+    from toporender.placement.report import format_plan
+
+    path = Path(target)
+    try:
+        if not path.exists():
+            raise _missing(target)
+        runs = _run_documents(path)
+        if runs is not None:
+            from toporender.placement.inventory import load_inventory
+            from toporender.placement.runs import parse_runs, plan_runs
+
+            if inventory is None:
+                raise click.UsageError("planning Run specs needs --inventory PATH")
+            inv = load_inventory(Path(inventory), inventory)
+            plan = plan_runs(inv, parse_runs(runs))
+            for r in plan.runs:
+                if not r.placed:
+                    click.echo(f"warning: {r.reason}", err=True)
+            click.echo(format_plan(plan, fmt, target), nl=False)
+            return
+        from toporender.render import plan_repo
+
+        plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None)
+    except UserError as err:
+        _fail(err)
+        return
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps({pool: p.to_dict() for pool, p in plans}, indent=2))
+        return
+    click.echo("\n".join(format_plan(p, "table", pool) for pool, p in plans), nl=False)
+
+
+def _missing(target: str) -> UserError:
+    from toporender.errors import Position, fail
+
+    return fail("file or directory not found", Position(target))
