@@ -65,16 +65,17 @@ def resolve_namespace(config: RepoConfig, override: str | None) -> str:
 
 def check_config(repo: Repo, sink: DiagnosticSink) -> None:
     """Cross-field checks of toporender.yaml that the models cannot express."""
-    from toporender.backends.koordinator import pool_problems  # lazy: the backends import this module
-
     cfg, doc = repo.config, repo.config_doc
     if cfg.default_pool is not None and cfg.default_pool not in cfg.pools:
         sink.error(f"default_pool '{cfg.default_pool}' is not a pool; pools: {', '.join(cfg.pools)}",
                    doc.pos(("default_pool",)))
     for name, pool in cfg.pools.items():
         loc = ("pools", name)
-        for where, msg in pool_problems(pool):
-            sink.error(f"pool '{name}': {msg}", doc.pos(loc + where))
+        if pool.backend == "koordinator":
+            from toporender.backends.koordinator import pool_problems  # lazy: the backends import this module
+
+            for where, msg in pool_problems(pool):
+                sink.error(f"pool '{name}': {msg}", doc.pos(loc + where))
         if pool.topology_keys and pool.backend == "kube":
             sink.error(f"pool '{name}' has topology_keys but backend 'kube' has no topology-aware gang scheduling; "
                        "use backend 'kai' or 'koordinator', or remove topology_keys", doc.pos(loc + ("topology_keys",)))

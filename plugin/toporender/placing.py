@@ -126,6 +126,9 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str,
                inventory: str | None = None, inventory_docs: list[Document] | None = None
                ) -> list[tuple[str, PlacementPlan, list[Gang]]]:
     """Pack every pool that has an inventory; gangs in arrival order."""
+    if inventory is None and inventory_docs is None and repo.config.inventory is None and \
+            not any(p.inventory for p in repo.config.pools.values()):
+        return []
     from toporender.placement.packer import pack
 
     order = arrival(gangs, load_order(repo.root))
