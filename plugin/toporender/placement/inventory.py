@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toporender.errors import Diagnostic, UserError, fail
+from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.yamlsource import Document, Loc, load_file
 
 API_VERSION = "toporender.dev/v1alpha1"
@@ -64,8 +64,8 @@ class Inventory:
     positions: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
-    def of(nodes: Iterable[Node], source: str = "") -> Inventory:
-        return Inventory(tuple(sorted(nodes, key=lambda n: n.name)), source)
+    def of(nodes: Iterable[Node], source: str = "", positions: Mapping[str, Position] | None = None) -> Inventory:
+        return Inventory(tuple(sorted(nodes, key=lambda n: n.name)), source, dict(positions or {}))
 
 
 def tolerates(tolerations: Iterable[tuple[str, str | None, str | None]], taint: Taint) -> bool:
@@ -121,7 +121,7 @@ def _taints(doc: Document, loc: Loc, value: Any, diags: list[Diagnostic]) -> tup
             continue
         effect = t.get("effect")
         if effect not in EFFECTS:
-            diags.append(Diagnostic(f"taint effect must be one of {', '.join(EFFECTS)}", doc.pos(loc + (i,))))
+            diags.append(Diagnostic(f"taint effect must be one of {', '.join(EFFECTS)}", doc.pos(loc + (i, "effect"))))
             continue
         v = t.get("value")
         out.append(Taint(t["key"], None if v is None else str(v), effect))
@@ -175,6 +175,11 @@ def _k8s_node(doc: Document, loc: Loc, raw: Any, diags: list[Diagnostic]) -> Nod
 
 def nodes_from_documents(documents: Iterable[Document]) -> list[Node]:
     """Read nodes from compact inventories, NodeLists or single Node documents; raise all problems at once."""
+    return _read(documents)[0]
+
+
+def _read(documents: Iterable[Document]) -> tuple[list[Node], dict[str, Position]]:
+    positions: dict[str, Position] = {}
     diags: list[Diagnostic] = []
     nodes: list[Node] = []
     seen: dict[str, Document] = {}
@@ -214,19 +219,20 @@ def nodes_from_documents(documents: Iterable[Document]) -> list[Node]:
                 diags.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
                 continue
             seen[node.name] = doc
+            positions[node.name] = doc.pos(loc)
             nodes.append(node)
     if diags:
         raise UserError(diags)
-    return nodes
+    return nodes, positions
 
 
 def load_inventory(path: Path, display: str) -> Inventory:
     """Load an inventory file; ``display`` is the path shown in messages."""
     docs = load_file(path, display)
-    nodes = nodes_from_documents(docs)
+    nodes, positions = _read(docs)
     if not nodes:
-        raise fail("inventory lists no nodes", docs[0].pos() if docs else None)
-    return Inventory.of(nodes, display)
+        raise fail("inventory lists no nodes", docs[0].pos() if docs else Position(display))
+    return Inventory.of(nodes, display, positions)
 
 
 def compact_node(node: Node) -> dict[str, Any]:

@@ -13,8 +13,8 @@ fast-fabric domains by ``(region, cluster, fabric.domain)``; only schedulable, u
 * ``allowCrossGroupSpread: false``: every group in one domain (the tightest that holds the whole Run); if none
   does, the Run fails at once and nothing is placed.
 * Inside a domain, GPUs come from nodes sorted by free GPUs (descending) then name, largest node consumed first.
-* ``spares: N``: N spare GPUs per group, placed after all active groups (they have priority), in the group's domain
-  if it has room, else in the nearest domain: same region and cluster first, then the one whose racks are
+* ``spares: N``: N spare GPUs per group (shadow slots: a group's domain is chosen to hold group + spares when one
+  can), placed after all active groups, in the group's domain if it has room, else in the nearest domain: same region and cluster first, then the one whose racks are
   closest in rack order, then most free, then name.
 
 Runs in one input are planned in document order against the same inventory (earlier Runs first).
@@ -252,12 +252,13 @@ def _plan_one(st: _Domains, run: RunSpec) -> RunPlan:
         current: str | None = None
         chosen: list[str] = []
         sim = dict(free)
+        spare = run.spares
         for i, size in enumerate(sizes):
-            if current is not None and sim[current] >= size:
+            if current is not None and sim[current] >= size + spare:
                 dom = current
             else:
-                rest = sum(sizes[i:])
-                fitting = [d for d in doms if sim[d] >= size]
+                rest = sum(sizes[i:]) + spare * (len(sizes) - i)
+                fitting = [d for d in doms if sim[d] >= size + spare] or [d for d in doms if sim[d] >= size]
                 if not fitting:
                     best = min(doms, key=lambda d: (-sim[d], d)) if doms else None
                     where = f"; the largest has {sim[best]} free ({best})" if best else ""
@@ -266,13 +267,15 @@ def _plan_one(st: _Domains, run: RunSpec) -> RunPlan:
                                    f"{where}", [])
                 used = [d for d in fitting if d in chosen]
                 whole = [d for d in fitting if sim[d] >= rest]
-                if used:
+                if current is not None and current in fitting:
+                    dom = current
+                elif used:
                     dom = min(used, key=lambda d: (sim[d] - size, d))
                 elif whole:
                     dom = min(whole, key=lambda d: (sim[d] - rest, d))
                 else:
                     dom = min(fitting, key=lambda d: (-sim[d], d))
-            sim[dom] -= size
+            sim[dom] -= min(sim[dom], size + spare)
             chosen.append(dom)
             current = dom
         for i, (size, dom) in enumerate(zip(sizes, chosen, strict=True)):

@@ -1,0 +1,216 @@
+"""Packing rules, one table row per rule, on the YAML fixture pool and small generated pools."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import pytest
+
+from tests.placement.conftest import FIXTURES, ROOT
+from toporender.errors import UserError
+from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
+from toporender.placement.inventory import Inventory, Node, load_inventory
+from toporender.placement.packer import hist_count, pack
+
+LEVELS = ["zone", "block", "rack"]
+POOL = load_inventory(FIXTURES / "pool-inventory.yaml", "pool-inventory.yaml")
+
+
+def gang(key: str, subs: Sequence[tuple[str, int, int, str | None]] = (), *, required: str | None = None,
+         preferred: str | None = None, pods: int = 0, gpus: int = 4,
+         tolerations: tuple[tuple[str, str | None, str | None], ...] = ()) -> GangDemand:
+    """subs: (name, pods, gpus per pod, required level); without subs, ``pods`` pods directly in the gang."""
+    if not subs:
+        ps = tuple(PodDemand(f"p{i}", gpus, tolerations) for i in range(pods))
+        return GangDemand(key, key, LevelConstraint(required, preferred), (), ps)
+    sgs, allp, mapping = [], [], []
+    for name, n, g, req in subs:
+        sp = tuple(PodDemand(f"{name}-{i}", g, tolerations) for i in range(n))
+        sgs.append(SubgroupDemand(name, None, LevelConstraint(req), sp))
+        allp.extend(sp)
+        mapping.extend((p.name, name) for p in sp)
+    return GangDemand(key, key, LevelConstraint(required, preferred), tuple(sgs), tuple(allp), tuple(mapping))
+
+
+def test_whole_gang_in_one_required_domain_and_subgroups_in_racks() -> None:
+    plan = pack(POOL, LEVELS, [gang("g", [("a", 2, 4, "rack"), ("b", 2, 4, "rack")], required="zone")])
+    g = plan.gangs["g"]
+    assert g.placed
+    assert g.subgroup_domains[""]["zone"] == "a"
+    assert {g.subgroup_domains["a"]["rack"], g.subgroup_domains["b"]["rack"]} <= {"x.1", "x.2", "x.3"}
+    assert g.pod_domain["a-0"] == f"rack={g.subgroup_domains['a']['rack']}"
+
+
+@pytest.mark.parametrize(
+    ("name", "gangs", "expect"),
+    [
+        # best fit: 2 whole nodes fit rack x.2 exactly (2 schedulable nodes) rather than the larger x.1
+        ("best-fit rack", [gang("g", required="rack", pods=2)], {"g": "x.2"}),
+        # cordoned a1-2-n3 and tainted a2-3-n3 are excluded: 3 pods only fit x.1 (3 full nodes)
+        ("cordon and taint excluded", [gang("g", required="rack", pods=3)], {"g": "x.1"}),
+        # tolerating the taint opens x.3 (3 nodes) as the tightest rack for 3 pods
+        ("toleration admits tainted node",
+         [gang("g", required="rack", pods=3, tolerations=(("maintenance", "true", "NoSchedule"),))], {"g": "x.3"}),
+        # operator Exists (value None) tolerates any value
+        ("exists toleration", [gang("g", required="rack", pods=3, tolerations=(("maintenance", None, None),))],
+         {"g": "x.3"}),
+        # preferred rack honoured when it fits, otherwise relaxed to the block (never below the zone requirement)
+        ("preferred honoured", [gang("g", required="zone", preferred="rack", pods=2)], {"g": "x.2"}),
+        ("preferred relaxed", [gang("g", required="zone", preferred="rack", pods=5)], {"g": "a1"}),
+    ],
+)
+def test_rules(name: str, gangs: list[GangDemand], expect: dict[str, str]) -> None:
+    plan = pack(POOL, LEVELS, gangs)
+    for key, domain in expect.items():
+        got = plan.gangs[key]
+        assert got.placed, got.reason
+        assert domain in got.subgroup_domains[""].values(), (name, got.subgroup_domains)
+
+
+def test_domains_already_used_by_the_gang_come_first() -> None:
+    plan = pack(POOL, LEVELS, [gang("g", [("a", 1, 4, "rack"), ("b", 1, 4, "rack")], required="zone")])
+    g = plan.gangs["g"]
+    assert g.subgroup_domains["a"]["rack"] == g.subgroup_domains["b"]["rack"]
+
+
+def test_nodes_largest_free_first_then_name_and_filled() -> None:
+    # rack x.1: n1, n2, n4 have 4 free, n3 has 2: two 2-GPU pods fill n1 before touching n2 (seed 001 rule 3)
+    plan = pack(POOL, LEVELS, [gang("g", required="rack", pods=2, gpus=2)])
+    nodes = sorted(plan.gangs["g"].pod_nodes.values())
+    assert len(set(nodes)) == 1
+
+
+def test_node_missing_rack_label_cannot_serve_rack_constraint_but_serves_block() -> None:
+    only_b = {"zone": "b"}
+    plan = pack(POOL, LEVELS, [gang("r", required="rack", pods=3)], node_selector=only_b)
+    assert not plan.gangs["r"].placed
+    assert plan.gangs["r"].reason == "r needs 12 GPUs in one rack; the largest has 8 (x.4)"
+    plan = pack(POOL, LEVELS, [gang("b", required="block", pods=3)], node_selector=only_b)
+    assert plan.gangs["b"].placed and "b1-loose" in plan.gangs["b"].pod_nodes.values()
+
+
+def test_unplaceable_reason_names_level_demand_and_capacity() -> None:
+    plan = pack(POOL, ["zone", "block", "nvidia.com/gpu.clique"],
+                [gang("model-1-group", required="nvidia.com/gpu.clique", pods=4)])
+    g = plan.gangs["model-1-group"]
+    assert not g.placed and not g.pod_nodes
+    assert g.reason == "model-1-group needs 16 GPUs in one nvidia.com/gpu.clique; no node has the label " \
+                       "nvidia.com/gpu.clique (1 cordoned node, 1 tainted node not tolerated excluded)"
+    plan = pack(POOL, LEVELS, [gang("big", required="rack", pods=4)])
+    assert plan.gangs["big"].reason == "big needs 16 GPUs in one rack; the largest has 14 (x.1) " \
+                                       "(1 cordoned node, 1 tainted node not tolerated excluded)"
+
+
+def test_unknown_level_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="'nvidia.com/gpu.clique' is not one of the pool's levels"):
+        pack(POOL, LEVELS, [gang("g", required="nvidia.com/gpu.clique", pods=1)])
+
+
+def test_duplicate_gang_keys_are_rejected() -> None:
+    with pytest.raises(UserError, match="repeated: g"):
+        pack(POOL, LEVELS, [gang("g", pods=1), gang("g", pods=1)])
+
+
+def test_cpu_only_pods_get_no_node() -> None:
+    g = GangDemand("g", "g", LevelConstraint("rack"), (), (PodDemand("launcher", 0), PodDemand("w", 4)))
+    plan = pack(POOL, LEVELS, [g])
+    assert plan.gangs["g"].placed and list(plan.gangs["g"].pod_nodes) == ["w"]
+
+
+def test_mid_level_subgroup_constrains_its_children() -> None:
+    sp = lambda n, k: tuple(PodDemand(f"{n}-{i}", 4) for i in range(k))  # noqa: E731
+    subs = (
+        SubgroupDemand("mid", None, LevelConstraint("block"), ()),
+        SubgroupDemand("l1", "mid", LevelConstraint("rack"), sp("l1", 2)),
+        SubgroupDemand("l2", "mid", LevelConstraint(None), sp("l2", 2)),
+    )
+    pods = subs[1].pods + subs[2].pods
+    mapping = tuple((p.name, "l1") for p in subs[1].pods) + tuple((p.name, "l2") for p in subs[2].pods)
+    plan = pack(POOL, LEVELS, [GangDemand("g", "g", LevelConstraint("zone"), subs, pods, mapping)])
+    g = plan.gangs["g"]
+    assert g.placed
+    blocks = {POOL_BY[n].labels["block"] for n in g.pod_nodes.values()}
+    assert len(blocks) == 1 and g.subgroup_domains["mid"]["block"] in blocks
+
+
+POOL_BY = {n.name: n for n in POOL.nodes}
+
+
+def test_hist_count_matches_fill_rule() -> None:
+    # nodes free [4, 4, 2]: three 2-GPU pods fill one 4-GPU node then use the next one
+    assert hist_count([0, 0, 1, 0, 2], [(2, 3)]) == 3
+    assert hist_count([0, 0, 1, 0, 2], [(4, 2), (2, 2)]) == 3
+    assert hist_count([0, 3, 0, 0, 0], [(2, 1)]) == 0
+
+
+def _random_case(seed: int) -> tuple[Inventory, list[GangDemand]]:
+    from instances import random_gang, random_inventory
+
+    rng = random.Random(seed)
+    inv = random_inventory(rng, 2, 2, (1, 3), tainted=0.05)
+    return inv, [random_gang(rng, f"g{i}") for i in range(10)]
+
+
+def test_same_plan_under_permuted_nodes_and_subgroups() -> None:
+    for seed in range(4):
+        inv, gangs = _random_case(seed)
+        base = pack(inv, LEVELS, gangs).hash
+        rng = random.Random(seed)
+        nodes = list(inv.nodes)
+        rng.shuffle(nodes)
+        shuffled = [GangDemand(g.key, g.display, g.constraint, tuple(rng.sample(g.subgroups, len(g.subgroups))),
+                               tuple(rng.sample(g.pods, len(g.pods))), g.pod_subgroup) for g in gangs]
+        assert pack(Inventory(tuple(nodes)), LEVELS, shuffled).hash == base
+
+
+def test_same_hash_across_processes_and_hash_seeds() -> None:
+    code = (
+        "import sys; sys.path.insert(0, 'benchmarks/placement');"
+        "from instances import small_instance, LEVELS; from toporender.placement.packer import pack;"
+        "i = small_instance(3); print(pack(i.inventory, LEVELS, i.gangs).hash)"
+    )
+    hashes = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                             check=True)
+        hashes.add(out.stdout.strip())
+    assert len(hashes) == 1
+
+
+def test_stable_when_appended_gang_fits() -> None:
+    moved = 0
+    for seed in range(6):
+        inv, gangs = _random_case(seed)
+        for k in range(1, len(gangs)):
+            before = pack(inv, LEVELS, gangs[:k])
+            after = pack(inv, LEVELS, gangs[: k + 1])
+            if after.gangs[gangs[k].key].placed and not any(g.moved for g in after.gangs.values()):
+                for key, g in before.gangs.items():
+                    assert after.gangs[key].pod_nodes == g.pod_nodes
+            else:
+                moved += 1
+    # prefixes never change: a gang placed in a prefix keeps its nodes unless a later gang needed the room
+    assert moved < 60
+
+
+def test_node_selector_limits_the_pool() -> None:
+    plan = pack(POOL, LEVELS, [gang("g", required="zone", pods=1)], node_selector={"zone": "b"})
+    assert plan.gangs["g"].subgroup_domains[""]["zone"] == "b"
+
+
+def test_plan_metrics_and_json() -> None:
+    plan = pack(POOL, LEVELS, [gang("g", [("a", 2, 4, "rack"), ("b", 2, 4, "rack")], required="zone")])
+    d = plan.to_dict()
+    assert d["hash"] == plan.hash and len(plan.hash) == 64
+    racks = {x.path[-1]: x for x in plan.domains_at("rack")}
+    assert racks["x.2"].unavailable == 4 and racks["x.2"].total == 12
+    assert sum(x.planned for x in racks.values()) == 16
+    assert plan.gangs["g"].span["zone"] == 1
+    zone = {x.path[-1]: x for x in plan.domains_at("zone")}
+    assert zone["a"].free == zone["a"].total - zone["a"].preused - zone["a"].planned - zone["a"].unavailable
+    assert plan.smallest_unit == 8
