@@ -76,6 +76,13 @@ class _Ctx:
     used: dict[int, int] = field(default_factory=dict)
 
 
+def _item_order(item: tuple[_Gang, int]) -> tuple[int, int, int, int]:
+    """Largest pods first, then largest groups: for divisible pod sizes this makes first-fit node packing exact."""
+    gang, gi = item
+    g = gang.groups[gi]
+    return (-g.sizes[0][0] if g.sizes else 0, -g.need, gang.idx, gi)
+
+
 def _sizes(gpus: Sequence[int]) -> tuple[tuple[int, int], ...]:
     counts: dict[int, int] = {}
     for g in gpus:
@@ -402,7 +409,7 @@ class Packer:
                 h = tree.dom_hist[d]
                 if _fits(h, g.sizes, need) and self._deep_ok(g, d):
                     # Leaf domains in the same state are interchangeable: try one of them only.
-                    sig = tuple(h) if not tree.dom_children[d] else (-1 - d,)
+                    sig = (tree.dom_parent[d], *h) if not tree.dom_children[d] else (-1 - d,)
                     if sig not in seen:
                         seen.add(sig)
                         yield d
@@ -535,7 +542,7 @@ class Packer:
         if split > self.tree.dom_level[region]:
             attempts.append(lambda: self._decomposed(gs, region, split, allowance))
         attempts.append(lambda: self._search_items(
-            sorted(items, key=lambda it: (-it[0].groups[it[1]].need, it[0].idx, it[1])), region, allowance))
+            sorted(items, key=_item_order), region, allowance))
         for attempt in attempts:
             if attempt():
                 for x in gs:
@@ -571,7 +578,7 @@ class Packer:
                     self._rollback(mark, None)
                     return False
                 items = [(x, gi) for x in members[d] for gi, g in enumerate(x.groups) if g.pods]
-                items.sort(key=lambda it: (-it[0].groups[it[1]].need, it[0].idx, it[1]))
+                items.sort(key=_item_order)
                 if not self._search_items(items, d, min(allowance, self.spent + REPAIR_STEPS_PER_DOMAIN)):
                     failed.add(key)
                     self._rollback(mark, None)
@@ -584,13 +591,7 @@ class Packer:
             if i == len(order):
                 return pack_domains()
             x = order[i]
-            seen: set[tuple[int, ...]] = set()
             for d in sorted((d for d in doms if cap[d] >= x.need), key=lambda d: (cap[d] - x.need, rank[d])):
-                if not members[d]:
-                    sig = (cap[d], *tree.dom_hist[d])
-                    if sig in seen:
-                        continue
-                    seen.add(sig)
                 self.spent += 1
                 members[d].append(x)
                 cap[d] -= x.need
