@@ -278,3 +278,14 @@ def test_plugin_yaml_parsing_is_lenient(tmp_path: Path) -> None:
                                                       "  Generate:").replace("fileName:", "filename:"))
     cfg = load_plugin_config(plugin)
     assert cfg.generate.argv == ["toporender", "argocd", "generate"] and cfg.discover_file_name == "toporender.yaml"
+
+
+def test_hostile_request_values_are_clean_errors(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path, PROJECT / "tests" / "hosts" / "fixtures" / "minimal")
+    with pytest.raises(CmpError, match="'Bad_NS' is not a valid namespace"):
+        request(tmp_path, repo, app_for(dest_namespace="Bad_NS"))
+    app_dir = PROJECT / "tests" / "hosts" / "fixtures" / "minimal"
+    for raw in ("[" * 20000 + "]" * 20000, "{not json", '{"name": "pool"}', '[{"string": "x"}]'):
+        proc = toporender("argocd", "generate", cwd=app_dir, env={"ARGOCD_APP_PARAMETERS": raw})
+        assert proc.returncode == 1 and proc.stdout == "", raw[:20]
+        assert "ARGOCD_APP_PARAMETERS" in proc.stderr and "internal error" not in proc.stderr

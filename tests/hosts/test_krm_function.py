@@ -325,3 +325,11 @@ def test_generated_file_names_in_a_package() -> None:
     # keepInputs: false overrides the package rule.
     proc = toporender("krm", stdin=resource_list(items, {**FN, "spec": {"keepInputs": False}}))
     assert not [i for i in yaml.safe_load(proc.stdout)["items"] if i["apiVersion"] == "toporender.dev/v1alpha1"]
+
+
+def test_bad_namespace_in_function_config() -> None:
+    fn = {**FN, "spec": {"namespace": "Not/A/Namespace"}}
+    proc = toporender("krm", stdin=resource_list(export(FIXTURE_REPO), fn))
+    assert proc.returncode == 1
+    [res] = yaml.safe_load(proc.stdout)["results"]
+    assert "not a valid namespace" in res["message"] and res["resourceRef"]["kind"] == "Toporender"

@@ -32,6 +32,7 @@ import click
 
 from toporender.errors import Diagnostic, UserError, fail
 from toporender.hosts.common import (
+    check_namespace,
     check_repo_relative,
     die_internal,
     die_user_error,
@@ -116,6 +117,8 @@ def param_env_name(name: str) -> str:
 def _parameters(raw: str) -> dict[str, str]:
     try:
         params = json.loads(raw)
+    except RecursionError:
+        raise fail("ARGOCD_APP_PARAMETERS is nested too deeply") from None
     except ValueError as exc:
         raise fail(f"ARGOCD_APP_PARAMETERS is not valid JSON: {exc}") from None
     if params is None:
@@ -213,8 +216,11 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
     if errors:
         raise UserError(errors)
     pool = values.get("pool")
+    namespace = environ.get("ARGOCD_APP_NAMESPACE") or None
+    if namespace is not None:
+        check_namespace(namespace, "ARGOCD_APP_NAMESPACE (the Application's destination namespace)")
     return GenerateRequest(
-        namespace=environ.get("ARGOCD_APP_NAMESPACE") or None,
+        namespace=namespace,
         pool=pool.strip() if pool else None,
         inventory=inventory,
         strict=strict,

@@ -57,6 +57,18 @@ def read_stdin() -> str:
         raise fail(f"stdin is not valid UTF-8 (byte {exc.start})") from None
 
 
+def check_namespace(value: str, what: str, pos: Position | None = None) -> str:
+    """A namespace must be a DNS-1123 label (the API server rejects anything else at apply time)."""
+    from toporender.naming import DNS_LABEL
+
+    if len(value) > 63 or not DNS_LABEL.match(value):
+        raise fail(
+            f"{what} {value!r} is not a valid namespace (lower-case letters, digits and '-', at most 63 characters)",
+            pos,
+        )
+    return value
+
+
 def print_diagnostics(diags: Iterable[Diagnostic]) -> None:
     for d in diags:
         print(str(d), file=sys.stderr)

@@ -43,7 +43,14 @@ from ruamel.yaml.error import YAMLError
 
 from toporender.emit import dump_yaml
 from toporender.errors import Diagnostic, Position, UserError, fail
-from toporender.hosts.common import check_repo_relative, die_internal, parse_bool, read_stdin, write_stdout
+from toporender.hosts.common import (
+    check_namespace,
+    check_repo_relative,
+    die_internal,
+    parse_bool,
+    read_stdin,
+    write_stdout,
+)
 from toporender.render import RenderOptions, RenderResult, render_documents, render_repo
 from toporender.repo import CONFIG_FILE
 from toporender.yamlsource import Document, load_text
@@ -225,10 +232,16 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
         output_dir = check_repo_relative(output_dir, f"functionConfig {where}.outputDir", pos)
     except UserError as err:
         errors.extend(err.diagnostics)
+    namespace = text("namespace")
+    if namespace is not None:
+        try:
+            check_namespace(namespace, f"functionConfig {where}.namespace", pos)
+        except UserError as err:
+            errors.extend(err.diagnostics)
     settings = FnSettings(
         path=text("path"),
         options=RenderOptions(
-            namespace=text("namespace"),
+            namespace=namespace,
             pool=text("pool"),
             inventory=inventory,
             strict=flag("strict"),
