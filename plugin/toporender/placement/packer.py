@@ -709,13 +709,24 @@ class Packer:
         ctx = self.active[gang.idx]
         ctx.limit = 1 << 60
         seen: set[tuple[int, ...]] = set()
-        for d in self._candidates(ctx, g, w, lvl):
-            if not tree.dom_children[d] and d not in ctx.used:
-                sig = (tree.dom_parent[d], *tree.dom_hist[d])
-                if sig in seen:
+        tried: set[int] = set()
+        pref = gang.groups[0].pref
+        scopes: list[int] = []
+        if pref is not None and tree.dom_level[w] < pref < lvl:
+            # keep the gang inside the preferred-level domains it already uses before spreading further
+            scopes = sorted((d for d in ctx.used if tree.dom_level[d] == pref and tree.dom_real[d]
+                             and tree.inside(d, w)), key=lambda d: tree.rank[d])
+        for scope in [*scopes, w]:
+            for d in self._candidates(ctx, g, scope, lvl):
+                if d in tried:
                     continue
-                seen.add(sig)
-            yield d
+                tried.add(d)
+                if not tree.dom_children[d] and d not in ctx.used:
+                    sig = (tree.dom_parent[d], *tree.dom_hist[d])
+                    if sig in seen:
+                        continue
+                    seen.add(sig)
+                yield d
 
     def run(self) -> None:
         for gang in self.gangs:
