@@ -136,7 +136,7 @@ def test_parameters_and_env_reach_the_render(tmp_path: Path) -> None:
     ("plugin", "message"),
     [
         ({"name": "toporender-v1", "parameters": [{"name": "stric", "string": "true"}]},
-         "unknown plugin parameter 'stric'"),
+         "unknown plugin parameter 'stric'; did you mean 'strict'?"),
         ({"name": "toporender-v1", "parameters": [{"name": "strict", "string": "maybe"}]}, "must be true or false"),
         ({"name": "toporender-v1", "parameters": [{"name": "pool", "array": ["a"]}]}, "single string value"),
         ({"name": "toporender-v1", "parameters": [{"name": "inventory", "string": "../../etc/passwd"}]},
@@ -289,3 +289,15 @@ def test_hostile_request_values_are_clean_errors(tmp_path: Path) -> None:
         proc = toporender("argocd", "generate", cwd=app_dir, env={"ARGOCD_APP_PARAMETERS": raw})
         assert proc.returncode == 1 and proc.stdout == "", raw[:20]
         assert "ARGOCD_APP_PARAMETERS" in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_foreign_parameters_are_ignored_with_a_warning(tmp_path: Path) -> None:
+    """Parameters meant for other plugins (shared Application templates) do not break the render."""
+    example = PROJECT / "tests" / "hosts" / "fixtures" / "minimal"
+    repo = make_git_repo(tmp_path, example)
+    app = app_for(plugin={"name": "toporender-v1", "parameters": [
+        {"name": "values-files", "array": ["values-dev.yaml"]},
+        {"name": "helm-parameters", "map": {"image.tag": "v1.2.3"}}]})
+    resp = request(tmp_path, repo, app)
+    assert resp.manifests == expected_objects(example, "ml-prod")
+    assert "ignoring plugin parameter 'values-files'" in resp.stderr

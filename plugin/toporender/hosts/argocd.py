@@ -19,6 +19,7 @@ manifests delete every object the Application owns. Nothing is written to disk.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -114,7 +115,7 @@ def param_env_name(name: str) -> str:
     return "PARAM_" + re.sub(r"[^A-Z0-9_]", "_", name.upper())
 
 
-def _parameters(raw: str) -> dict[str, str]:
+def _parameters(raw: str, warnings: list[Diagnostic]) -> dict[str, str]:
     try:
         params = json.loads(raw)
     except RecursionError:
@@ -133,7 +134,19 @@ def _parameters(raw: str) -> dict[str, str]:
             errors.append(Diagnostic(f"ARGOCD_APP_PARAMETERS: every parameter needs a 'name', got {p!r}"))
             continue
         if name not in BY_NAME:
-            errors.append(Diagnostic(f"unknown plugin parameter {name!r}; known: {', '.join(BY_NAME)}"))
+            close = difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.75)
+            if close:  # a typo of ours: never silently render without the setting the user meant
+                errors.append(
+                    Diagnostic(
+                        f"unknown plugin parameter {name!r}; did you mean {close[0]!r}? known: {', '.join(BY_NAME)}"
+                    )
+                )
+            else:  # somebody else's parameter (shared Application templates): ignore, but say so
+                warnings.append(
+                    Diagnostic(
+                        f"ignoring plugin parameter {name!r}; toporender knows {', '.join(BY_NAME)}", severity="warning"
+                    )
+                )
             continue
         if p.get("array") or p.get("map"):
             errors.append(Diagnostic(f"plugin parameter {name!r} takes a single string value, not an array or map"))
@@ -150,7 +163,7 @@ def _parameters(raw: str) -> dict[str, str]:
     return found
 
 
-def collect_settings(environ: Mapping[str, str]) -> dict[str, str]:
+def collect_settings(environ: Mapping[str, str], warnings: list[Diagnostic] | None = None) -> dict[str, str]:
     """Raw setting values from the request env: parameters win over ``plugin.env`` entries."""
     values: dict[str, str] = {}
     errors: list[Diagnostic] = []
@@ -171,7 +184,7 @@ def collect_settings(environ: Mapping[str, str]) -> dict[str, str]:
         raise UserError(errors)
     raw = environ.get("ARGOCD_APP_PARAMETERS")
     if raw is not None:
-        values.update(_parameters(raw))
+        values.update(_parameters(raw, warnings if warnings is not None else []))
     else:
         for s in SETTINGS:
             value = environ.get(param_env_name(s.name), "")
@@ -188,10 +201,12 @@ class GenerateRequest:
     strict: bool | None
     pool_objects: bool | None
     output_format: str
+    warnings: tuple[Diagnostic, ...] = ()
 
 
 def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
-    values = collect_settings(environ)
+    warnings: list[Diagnostic] = []
+    values = collect_settings(environ, warnings)
     errors: list[Diagnostic] = []
 
     def flag(name: str) -> bool | None:
@@ -226,6 +241,7 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
         strict=strict,
         pool_objects=pool_objects,
         output_format=fmt,
+        warnings=tuple(warnings),
     )
 
 
@@ -243,10 +259,11 @@ def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[str, list[Diagn
         pool_objects=req.pool_objects,
     )
     result = render_repo(app_dir, options)
+    warnings = [*req.warnings, *result.warnings]
     objects = result.objects
     if not objects:
-        return "", list(result.warnings)
-    return (dump_json(objects) if req.output_format == "json" else dump_yaml(objects)), list(result.warnings)
+        return "", warnings
+    return (dump_json(objects) if req.output_format == "json" else dump_yaml(objects)), warnings
 
 
 @click.group("argocd")
