@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toporender.errors import DiagnosticSink, Position
+from toporender.errors import DiagnosticSink, Position, fail
 from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
-from toporender.naming import dns1035_label, dns_label, normalize, uid, workflow_uuid
+from toporender.naming import DNS_LABEL, dns1035_label, dns_label, normalize, uid, workflow_uuid
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
 from toporender.topology import GroupTopology, expand_group
 
@@ -60,7 +60,10 @@ class Gang:
 
 
 def resolve_namespace(config: RepoConfig, override: str | None) -> str:
-    return config.namespace or override or "default"
+    ns = config.namespace or override or "default"
+    if not DNS_LABEL.match(ns) or len(ns) > 63:
+        raise fail(f"namespace {ns!r} is not a valid Kubernetes namespace; use lower-case letters, digits and '-'")
+    return ns
 
 
 def check_config(repo: Repo, sink: DiagnosticSink) -> None:

@@ -8,7 +8,7 @@ is ever half-rendered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from toporender.backends import backend_for
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.gangs import Gang, check_config, expand, resolve_namespace
-from toporender.placing import annotate, place
+from toporender.placing import annotate, load_order, lock_text, place
 from toporender.pods import base_pod, headless_service
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.templates import apply_pod_templates, check_templates, group_variables, render_group_templates
@@ -35,6 +35,7 @@ class RenderOptions:
     inventory: str | None = None
     strict: bool | None = None
     pool_objects: bool | None = None
+    sync_waves: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class RenderedFile:
 class RenderResult:
     files: list[RenderedFile]
     warnings: list[Diagnostic] = field(default_factory=list)
+    lock: str | None = None
+    """Content of toporender.lock after this render (arrival order), when the repo uses placement."""
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -82,6 +85,8 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     sink.raise_if_errors()
     gangs = expand(repo, namespace=options.namespace, pool=options.pool, sink=sink)
     sink.raise_if_errors()
+    if options.sync_waves is not None:
+        repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
 
     files: list[RenderedFile] = []
     pool_objs = _pool_objects(repo, options)
@@ -99,7 +104,10 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
             annotate(gang, group_objs, pods, outcomes[gang.key])
         by_source.setdefault(gang.source, []).extend(group_objs + pods)
     files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
-    result = RenderResult(files, sink.warnings)
+    uses_placement = inventory_docs is not None or options.inventory is not None or \
+        repo.config.inventory is not None or any(p.inventory for p in repo.config.pools.values())
+    lock = lock_text(gangs, load_order(repo.root)) if uses_placement and repo.root is not None else None
+    result = RenderResult(files, sink.warnings, lock)
     _check_identities(result)
     return result
 

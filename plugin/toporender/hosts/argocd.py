@@ -99,6 +99,13 @@ SETTINGS: tuple[Setting, ...] = (
         is_bool=True,
     ),
     Setting(
+        "sync-waves",
+        "SYNC_WAVES",
+        "Sync waves",
+        "true: annotate Argo CD sync waves so pool objects, then PodGroups and group resources, then Pods apply.",
+        is_bool=True,
+    ),
+    Setting(
         "output-format",
         "OUTPUT_FORMAT",
         "Output format",
@@ -201,6 +208,7 @@ class GenerateRequest:
     strict: bool | None
     pool_objects: bool | None
     output_format: str
+    sync_waves: bool | None = None
     warnings: tuple[Diagnostic, ...] = ()
 
 
@@ -227,7 +235,7 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
             inventory = check_repo_relative(inventory, "plugin parameter 'inventory'")
         except UserError as err:
             errors.extend(err.diagnostics)
-    strict, pool_objects = flag("strict"), flag("pool-objects")
+    strict, pool_objects, sync_waves = flag("strict"), flag("pool-objects"), flag("sync-waves")
     if errors:
         raise UserError(errors)
     pool = values.get("pool")
@@ -241,6 +249,7 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
         strict=strict,
         pool_objects=pool_objects,
         output_format=fmt,
+        sync_waves=sync_waves,
         warnings=tuple(warnings),
     )
 
@@ -257,6 +266,7 @@ def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[str, list[Diagn
         inventory=req.inventory,
         strict=req.strict,
         pool_objects=req.pool_objects,
+        sync_waves=req.sync_waves,
     )
     result = render_repo(app_dir, options)
     warnings = [*req.warnings, *result.warnings]

@@ -26,6 +26,7 @@ from toporender.emit import dump_yaml
 from toporender.errors import Position, UserError, fail
 from toporender.hosts.atomic import atomic_delete, atomic_write, is_temp_name, remove_stale_temps
 from toporender.hosts.common import check_repo_relative, die_internal, die_user_error, print_diagnostics
+from toporender.placing import LOCK_FILE
 from toporender.render import RenderOptions, RenderResult, render_repo
 from toporender.repo import CONFIG_FILE, load_config, single_document
 
@@ -85,6 +86,8 @@ def existing_golden(root: Path, golden_dir: str) -> list[str]:
 def plan(root: Path, result: RenderResult) -> GoldenPlan:
     gdir = golden_dir_of(root)
     p = GoldenPlan(root, gdir, golden_files(result, gdir))
+    if result.lock is not None:
+        p.wanted[LOCK_FILE] = result.lock
     for rel, content in sorted(p.wanted.items()):
         path = root / rel
         if path.is_symlink() or (path.exists() and not path.is_file()):
