@@ -10,7 +10,7 @@ size limit. Every mapping key, sequence item and value gets a position so later 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,14 +60,42 @@ class Document:
         return Position(self.source, line, col)
 
 
+_NO_KEY = object()
+_MERGE = object()
+
+
+class _Frame:
+    """An open mapping or sequence: where it goes, and (for mappings) the key waiting for its value."""
+
+    __slots__ = ("container", "loc", "is_map", "key", "key_mark", "keys", "anchor", "mark")
+
+    def __init__(self, is_map: bool, loc: Loc, anchor: str | None, mark: Any) -> None:
+        self.container: Any = {} if is_map else []
+        self.loc = loc
+        self.is_map = is_map
+        self.key: Any = _NO_KEY
+        self.key_mark: tuple[int, int] = (1, 1)
+        self.keys: dict[str, tuple[int, int]] = {}
+        self.anchor = anchor
+        self.mark = mark
+
+
 class _Builder:
-    """Turns parser events into plain data with an explicit stack."""
+    """Turns parser events into plain data with an explicit stack.
+
+    This loop runs once per event of every file (a quarter of a million for a large repo), so
+    the common cases (a key, a scalar value, a collection opening or closing) are written out
+    inline; aliases, anchors and merge keys take the general path.
+    """
 
     def __init__(self, source: str, max_nodes: int = MAX_NODES) -> None:
         self.source = source
         self.max_nodes = max_nodes
         self.nodes = 0
         self.anchors: dict[str, tuple[Any, dict[Loc, tuple[int, int]]]] = {}
+        # Plain scalars repeat ("64", "true", image names...): resolve each text once. The
+        # results (str, int, float, bool, None) are immutable, so sharing them is safe.
+        self.plain: dict[str, Any] = {}
 
     def err(self, message: str, mark: Any) -> UserError:
         return fail(message, Position(self.source, mark.line + 1, mark.column + 1))
@@ -83,11 +111,20 @@ class _Builder:
 
     def scalar(self, event: ev.ScalarEvent) -> Any:
         tag = event.tag
-        if tag is None or tag == "!":
-            if event.implicit[0] and tag is None:
-                tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
-            else:
-                tag = _STR
+        if tag is None:
+            if not event.implicit[0]:
+                return event.value
+            value = self.plain.get(event.value, _NO_KEY)
+            if value is not _NO_KEY:
+                return value
+            value = self.construct(_RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit), event)
+            self.plain[event.value] = value
+            return value
+        if tag == "!":
+            return event.value
+        return self.construct(tag, event)
+
+    def construct(self, tag: str, event: ev.ScalarEvent) -> Any:
         if tag in _STRING_TAGS:
             return event.value
         construct = _SCALAR_TAGS.get(tag)
@@ -98,134 +135,174 @@ class _Builder:
         except (ValueError, yaml.YAMLError) as exc:
             kind = tag.rsplit(":", 1)[-1]
             raise self.err(f"cannot read {event.value!r} as {kind}: {exc}", event.start_mark) from None
+        except (IndexError, KeyError):
+            # PyYAML's constructors assume the resolver vetted the text; an explicit tag skips that.
+            kind = tag.rsplit(":", 1)[-1]
+            raise self.err(f"cannot read {event.value!r} as {kind}", event.start_mark) from None
 
-    def documents(self, stream: Iterator[ev.Event]) -> Iterator[tuple[Any, dict[Loc, tuple[int, int]]]]:
-        for event in stream:
+    def documents(self, next_event: Callable[[], Any]) -> Iterator[tuple[Any, dict[Loc, tuple[int, int]]]]:
+        for event in iter(next_event, None):
             if isinstance(event, ev.DocumentStartEvent):
                 self.anchors = {}
-                yield self.document(stream)
+                yield self.document(next_event)
 
-    def document(self, stream: Iterator[ev.Event]) -> tuple[Any, dict[Loc, tuple[int, int]]]:
+    def document(self, next_event: Callable[[], Any]) -> tuple[Any, dict[Loc, tuple[int, int]]]:
         marks: dict[Loc, tuple[int, int]] = {}
-        # Stack frames: [container, loc, pending_key, anchor, start_mark, key_mark, anchor_marks_start]
-        stack: list[list[Any]] = []
-        root: Any = None
-        have_root = False
+        stack: list[_Frame] = []
+        top: _Frame | None = None
+        root: list[Any] = []
+        plain = self.plain
+        scalar_event, mapping_start, mapping_end = ev.ScalarEvent, ev.MappingStartEvent, ev.MappingEndEvent
+        sequence_start, sequence_end = ev.SequenceStartEvent, ev.SequenceEndEvent
 
-        def attach(value: Any, mark: Any, sub_marks: dict[Loc, tuple[int, int]] | None = None) -> Loc:
-            nonlocal root, have_root
-            if not stack:
-                root, have_root = value, True
-                loc: Loc = ()
-            else:
-                frame = stack[-1]
-                container = frame[0]
-                if isinstance(container, list):
-                    loc = frame[1] + (len(container),)
-                    container.append(value)
+        event: Any
+        for event in iter(next_event, None):
+            cls = event.__class__
+            if top is not None and top.key is _NO_KEY and top.is_map and cls is not mapping_end:
+                if cls is not scalar_event or event.tag is not None or event.value == "<<" or event.value in top.keys:
+                    self.key(top, event)
                 else:
-                    key = frame[2]
-                    if key is _NO_KEY:
-                        raise self.err("a mapping key must be a plain scalar", mark)
-                    loc = frame[1] + (key,)
-                    container[key] = value
-                    frame[2] = _NO_KEY
-                    # Errors about a field read best at its key.
-                    marks[loc] = frame[5]
-                    if sub_marks is not None:
-                        for sub, m in sub_marks.items():
-                            if sub:
-                                marks[loc + sub] = m
-                    return loc
-            marks.setdefault(loc, (mark.line + 1, mark.column + 1))
-            if sub_marks is not None:
-                for sub, m in sub_marks.items():
-                    marks.setdefault(loc + sub, m)
-            return loc
-
-        def add_key(event: ev.Event) -> bool:
-            """If the top frame is a mapping waiting for a key, consume ``event`` as that key."""
-            if isinstance(event, ev.MappingEndEvent) or not stack:
-                return False
-            if not isinstance(stack[-1][0], dict) or stack[-1][2] is not _NO_KEY:
-                return False
-            frame = stack[-1]
-            if not isinstance(event, ev.ScalarEvent):
-                if isinstance(event, ev.AliasEvent):
-                    raise self.err("aliases cannot be used as mapping keys", event.start_mark)
-                raise self.err("a mapping key must be a plain scalar, not a list or mapping", event.start_mark)
-            key = event.value
-            if key == "<<" and event.implicit[0] and event.tag is None:
-                frame[2] = _MERGE
-            else:
-                if key in frame[6]:
-                    first = frame[6].get(key)
-                    where = f" (first at line {first[0]})" if first else ""
-                    raise self.err(f"duplicate key {key!r}{where}; each key may appear once", event.start_mark)
-                frame[2] = key
-            mark = event.start_mark
-            frame[5] = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-            frame[6][key] = frame[5]
-            return True
-
-        def finish(value: Any, mark: Any, anchor: str | None) -> None:
-            if stack and stack[-1][2] is _MERGE:
-                self.merge(stack[-1], value, mark)
-                return
-            loc = attach(value, mark)
-            if anchor is not None:
-                prefix = len(loc)
-                sub = {k[prefix:]: v for k, v in marks.items() if k[:prefix] == loc}
-                self.anchors[anchor] = (value, sub)
-
-        for event in stream:
-            if isinstance(event, ev.DocumentEndEvent):
-                return root if have_root else None, marks
-            if add_key(event):
+                    key = event.value
+                    mark = event.start_mark
+                    top.key = key
+                    top.key_mark = top.keys[key] = (mark.line + 1, mark.column + 1)
                 continue
-            self.count(1, event.start_mark)
-            if isinstance(event, ev.ScalarEvent):
-                finish(self.scalar(event), event.start_mark, event.anchor)
-            elif isinstance(event, ev.AliasEvent):
-                if event.anchor not in self.anchors:
-                    raise self.err(f"unknown alias *{event.anchor}", event.start_mark)
-                value, sub = self.anchors[event.anchor]
-                self.count(len(sub), event.start_mark)
-                if stack and stack[-1][2] is _MERGE:
-                    self.merge(stack[-1], value, event.start_mark)
-                else:
-                    attach(copy.deepcopy(value), event.start_mark, sub)
-            elif isinstance(event, (ev.MappingStartEvent, ev.SequenceStartEvent)):
-                is_map = isinstance(event, ev.MappingStartEvent)
-                if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
-                    raise self.err(f"unsupported YAML tag {event.tag!r}; use plain YAML values", event.start_mark)
-                if len(stack) >= MAX_DEPTH:
-                    raise self.err(f"nesting deeper than {MAX_DEPTH} levels; flatten the document", event.start_mark)
-                parent_loc: Loc = ()
-                if stack:
-                    top = stack[-1]
-                    if isinstance(top[0], list):
-                        parent_loc = top[1] + (len(top[0]),)
-                    elif top[2] is not _MERGE:
-                        parent_loc = top[1] + (top[2],)
-                stack.append([{} if is_map else [], parent_loc, _NO_KEY, event.anchor, event.start_mark, None, {}])
-            elif isinstance(event, (ev.MappingEndEvent, ev.SequenceEndEvent)):
+            if cls is ev.DocumentEndEvent:
+                return (root[0] if root else None), marks
+            self.nodes += 1
+            if self.nodes > self.max_nodes:
+                self.count(0, event.start_mark)
+            if cls is scalar_event:
+                value: Any = event.value
+                if event.tag is not None or event.implicit[0]:
+                    value = plain.get(value, _NO_KEY) if event.tag is None else _NO_KEY
+                    if value is _NO_KEY:
+                        value = self.scalar(event)
+                mark, anchor = event.start_mark, event.anchor
+            elif cls is mapping_end or cls is sequence_end:
                 frame = stack.pop()
-                finish(frame[0], frame[4], frame[3])
+                top = stack[-1] if stack else None
+                value, mark, anchor = frame.container, frame.mark, frame.anchor
+            elif cls is mapping_start or cls is sequence_start:
+                top = self.open(stack, event, cls is mapping_start)
+                continue
+            else:
+                if cls is ev.AliasEvent:
+                    self.alias(stack, root, marks, event)
+                continue
+            # Place the finished value in its parent (the general path also handles the rest).
+            if top is None or anchor is not None or top.key is _MERGE:
+                self.finish(stack, root, marks, value, mark, anchor)
+            elif top.is_map:
+                key = top.key
+                top.container[key] = value
+                top.key = _NO_KEY
+                # Errors about a field read best at its key.
+                marks[top.loc + (key,)] = top.key_mark
+            else:
+                items = top.container
+                marks.setdefault(top.loc + (len(items),), (mark.line + 1, mark.column + 1))
+                items.append(value)
         raise fail("unexpected end of YAML stream", Position(self.source))
 
-    def merge(self, frame: list[Any], value: Any, mark: Any) -> None:
-        frame[2] = _NO_KEY
+    def open(self, stack: list[_Frame], event: ev.CollectionStartEvent, is_map: bool) -> _Frame:
+        """Push a new mapping or sequence frame and return it."""
+        if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+            raise self.err(f"unsupported YAML tag {event.tag!r}; use plain YAML values", event.start_mark)
+        if len(stack) >= MAX_DEPTH:
+            raise self.err(f"nesting deeper than {MAX_DEPTH} levels; flatten the document", event.start_mark)
+        parent_loc: Loc = ()
+        if stack:
+            top = stack[-1]
+            if not top.is_map:
+                parent_loc = top.loc + (len(top.container),)
+            elif top.key is not _MERGE:
+                parent_loc = top.loc + (top.key,)
+        frame = _Frame(is_map, parent_loc, event.anchor, event.start_mark)
+        stack.append(frame)
+        return frame
+
+    def key(self, frame: _Frame, event: ev.Event) -> None:
+        """Consume ``event`` as the key of the mapping in ``frame``."""
+        if not isinstance(event, ev.ScalarEvent):
+            if isinstance(event, ev.AliasEvent):
+                raise self.err("aliases cannot be used as mapping keys", event.start_mark)
+            raise self.err("a mapping key must be a plain scalar, not a list or mapping", event.start_mark)
+        key = event.value
+        if key == "<<" and event.implicit[0] and event.tag is None:
+            frame.key = _MERGE
+        else:
+            first = frame.keys.get(key)
+            if first is not None:
+                raise self.err(f"duplicate key {key!r} (first at line {first[0]}); each key may appear once",
+                               event.start_mark)
+            frame.key = key
+        mark = event.start_mark
+        frame.key_mark = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        frame.keys[key] = frame.key_mark
+
+    def alias(self, stack: list[_Frame], root: list[Any], marks: dict[Loc, tuple[int, int]],
+              event: ev.AliasEvent) -> None:
+        if event.anchor not in self.anchors:
+            raise self.err(f"unknown alias *{event.anchor}", event.start_mark)
+        value, sub = self.anchors[event.anchor]
+        self.count(len(sub), event.start_mark)
+        if stack and stack[-1].key is _MERGE:
+            self.merge(stack[-1], value, event.start_mark)
+        else:
+            self.attach(stack, root, marks, copy.deepcopy(value), event.start_mark, sub)
+
+    def finish(self, stack: list[_Frame], root: list[Any], marks: dict[Loc, tuple[int, int]], value: Any,
+               mark: Any, anchor: str | None) -> None:
+        """Place a complete value: into a merge, or into its parent, remembering it under its anchor."""
+        if stack and stack[-1].key is _MERGE:
+            self.merge(stack[-1], value, mark)
+            return
+        loc = self.attach(stack, root, marks, value, mark)
+        if anchor is not None:
+            prefix = len(loc)
+            sub = {k[prefix:]: v for k, v in marks.items() if k[:prefix] == loc}
+            self.anchors[anchor] = (value, sub)
+
+    def attach(self, stack: list[_Frame], root: list[Any], marks: dict[Loc, tuple[int, int]], value: Any,
+               mark: Any, sub_marks: dict[Loc, tuple[int, int]] | None = None) -> Loc:
+        loc: Loc
+        if not stack:
+            root.append(value)
+            loc = ()
+        else:
+            frame = stack[-1]
+            if not frame.is_map:
+                loc = frame.loc + (len(frame.container),)
+                frame.container.append(value)
+            else:
+                key = frame.key
+                if key is _NO_KEY:
+                    raise self.err("a mapping key must be a plain scalar", mark)
+                loc = frame.loc + (key,)
+                frame.container[key] = value
+                frame.key = _NO_KEY
+                # Errors about a field read best at its key.
+                marks[loc] = frame.key_mark
+                if sub_marks is not None:
+                    for sub, m in sub_marks.items():
+                        if sub:
+                            marks[loc + sub] = m
+                return loc
+        marks.setdefault(loc, (mark.line + 1, mark.column + 1))
+        if sub_marks is not None:
+            for sub, m in sub_marks.items():
+                marks.setdefault(loc + sub, m)
+        return loc
+
+    def merge(self, frame: _Frame, value: Any, mark: Any) -> None:
+        frame.key = _NO_KEY
         sources = value if isinstance(value, list) else [value]
         for src in sources:
             if not isinstance(src, dict):
                 raise self.err("'<<' merge needs a mapping or a list of mappings", mark)
             for k, v in src.items():
-                frame[0].setdefault(k, copy.deepcopy(v))
-
-
-_NO_KEY = object()
-_MERGE = object()
+                frame.container.setdefault(k, copy.deepcopy(v))
 
 
 def load_text(text: str, source: str, *, max_bytes: int = MAX_FILE_BYTES,
@@ -236,8 +313,12 @@ def load_text(text: str, source: str, *, max_bytes: int = MAX_FILE_BYTES,
     builder = _Builder(source, max_nodes)
     docs: list[Document] = []
     try:
-        for i, (data, marks) in enumerate(builder.documents(yaml.parse(text, Loader=_Loader))):
-            docs.append(Document(source, i, data, marks))
+        loader = _Loader(text)
+        try:
+            for i, (data, marks) in enumerate(builder.documents(loader.get_event)):
+                docs.append(Document(source, i, data, marks))
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         pos = Position(source, mark.line + 1, mark.column + 1) if mark else Position(source)

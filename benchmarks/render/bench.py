@@ -1,0 +1,218 @@
+"""Render throughput, memory and cold start (issue 8 targets 1, 2 and 4), measured as whole processes.
+
+Each figure is the median of several runs after a warm-up, with the range, and every baseline
+is measured in the same run on the same machine, so ratios stay meaningful when the machine is
+busy. Wall time is taken around the child process (interpreter start included); peak RSS is
+the child's own ``ru_maxrss`` from ``os.wait4``.
+
+``python benchmarks/render/bench.py [--runs N]`` prints table rows (``benchmarks/run.py`` adds
+the header); the exit status is 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+from generate import TOTAL_PODS, WORKFLOWS, generate  # noqa: E402
+
+KUSTOMIZE_PODS = 1_000
+JSON_TARGET_S = 0.5
+YAML_TARGET_S = 1.0
+RSS_TARGET_MIB = 300
+COLD_TARGET_S = 0.25
+DEPENDENCIES = "yaml, ruamel.yaml, jinja2, jsonpatch, pydantic, click, jsonschema"
+
+
+@dataclass
+class Sample:
+    wall: float
+    rss_mib: float
+
+
+@dataclass
+class Figure:
+    samples: list[float]
+    unit: str
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def text(self) -> str:
+        fmt = "{:.3f}" if self.unit == "s" else "{:.0f}"
+        lo, hi = min(self.samples), max(self.samples)
+        return f"{fmt.format(self.median)} {self.unit} ({fmt.format(lo)}–{fmt.format(hi)})"
+
+
+def toporender_command() -> list[str]:
+    """The installed console script (what users and hosts run), else ``python -m toporender``."""
+    script = shutil.which("toporender", path=str(Path(sys.executable).parent)) or shutil.which("toporender")
+    return [script] if script else [sys.executable, "-m", "toporender"]
+
+
+def run_once(argv: Sequence[str], stdout_path: Path | None = None, cwd: Path | None = None) -> Sample:
+    """Run ``argv`` to completion; wall time and the child's own peak RSS."""
+    out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL  # noqa: SIM115
+    try:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.PIPE, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if stdout_path:
+            out.close()  # type: ignore[union-attr]
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed with exit code {proc.returncode}:\n{err}")
+    return Sample(wall, usage.ru_maxrss / 1024)
+
+
+def measure(argv: Sequence[str], runs: int, stdout_path: Path | None = None, cwd: Path | None = None,
+            warmup: int = 1) -> list[Sample]:
+    for _ in range(warmup):
+        run_once(argv, stdout_path, cwd)
+    return [run_once(argv, stdout_path, cwd) for _ in range(runs)]
+
+
+def walls(samples: list[Sample]) -> Figure:
+    return Figure([s.wall for s in samples], "s")
+
+
+def row(target: str, measured: str, baseline: str, ratio: str, result: str) -> str:
+    return f"| {target} | {measured} | {baseline} | {ratio} | {result} |"
+
+
+def verdict(value: float, limit: float) -> str:
+    return "pass" if value <= limit else "FAIL"
+
+
+def kustomize_baseline(json_stream: Path, work: Path, runs: int) -> Figure | None:
+    """``kubectl kustomize`` re-emitting the first 1,000 rendered Pods, listed as one resource file."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return None
+    import yaml
+
+    pods = []
+    with json_stream.open() as f:
+        for line in f:
+            obj = json.loads(line)
+            if obj.get("kind") == "Pod":
+                pods.append(obj)
+                if len(pods) == KUSTOMIZE_PODS:
+                    break
+    kdir = work / "kustomize"
+    kdir.mkdir()
+    (kdir / "pods.yaml").write_text(yaml.dump_all(pods, Dumper=yaml.CSafeDumper, sort_keys=False))
+    (kdir / "kustomization.yaml").write_text("resources:\n- pods.yaml\n")
+    return walls(measure([kubectl, "kustomize", str(kdir)], runs))
+
+
+def emit_worker(objects_path: str, runs: int) -> None:
+    """In one process: our YAML emitter and PyYAML's C emitter on the same objects (CPU-bound)."""
+    import yaml
+
+    from toporender.emit import dump_yaml
+
+    with open(objects_path) as f:
+        objects = [json.loads(line) for line in f]
+    ours_text = dump_yaml(objects)
+    if list(yaml.load_all(ours_text, Loader=yaml.CSafeLoader)) != objects:
+        raise SystemExit("dump_yaml output does not load back as the rendered objects")
+
+    def pyyaml() -> str:
+        return yaml.dump_all(objects, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False,
+                             allow_unicode=True, width=2**31 - 1, explicit_start=True)
+
+    times: dict[str, list[float]] = {"ours": [], "pyyaml": []}
+    for _ in range(runs + 1):
+        for name, fn in (("ours", lambda: dump_yaml(objects)), ("pyyaml", pyyaml)):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    print(json.dumps({k: v[1:] for k, v in times.items()}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "7")),
+                        help="measured runs per figure, after one warm-up (default 7, env BENCH_RUNS)")
+    parser.add_argument("--emit-worker", metavar="OBJECTS", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.emit_worker:
+        emit_worker(args.emit_worker, args.runs)
+        return 0
+
+    cmd = toporender_command()
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="toporender-bench-") as tmp:
+        work = Path(tmp)
+        repo = generate(work / "repo")
+        json_out, yaml_out = work / "out.json", work / "out.yaml"
+
+        json_runs = measure([*cmd, "render", "--format", "json", str(repo)], args.runs, json_out)
+        yaml_runs = measure([*cmd, "render", str(repo)], args.runs, yaml_out)
+        with json_out.open() as f:
+            kinds = [json.loads(line)["kind"] for line in f]
+        if kinds.count("Pod") != TOTAL_PODS:
+            raise SystemExit(f"expected {TOTAL_PODS} Pods, rendered {kinds.count('Pod')}")
+
+        kustomize = kustomize_baseline(json_out, work, max(3, args.runs // 2))
+        small = REPO / "examples" / "single-rack"
+        cold = measure([*cmd, "render", str(small)], args.runs)
+        bare = measure([sys.executable, "-c", "pass"], args.runs)
+        deps = measure([sys.executable, "-c", f"import {DEPENDENCIES}"], args.runs)
+
+        worker = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--emit-worker", str(json_out),
+                                 "--runs", str(args.runs)], check=True, capture_output=True, text=True)
+        emit_times = json.loads(worker.stdout)
+
+    label = f"{WORKFLOWS} workflows / {TOTAL_PODS:,} Pods"
+    k_text = f"kubectl kustomize, {KUSTOMIZE_PODS:,} Pods: {kustomize.text()}" if kustomize else "kubectl not found"
+    rows = []
+    for fmt, runs_, limit in (("--format json", json_runs, JSON_TARGET_S), ("YAML", yaml_runs, YAML_TARGET_S)):
+        fig = walls(runs_)
+        ratio = f"{fig.median / kustomize.median:.2f}x" if kustomize else "n/a"
+        ok = verdict(fig.median, limit)
+        failed |= ok != "pass"
+        rows.append(row(f"1. render {fmt}, {label} <= {limit} s", fig.text(), k_text, ratio, ok))
+
+    ours, theirs = Figure(emit_times["ours"], "s"), Figure(emit_times["pyyaml"], "s")
+    rows.append(row(f"1. YAML emit only, {TOTAL_PODS:,} Pods' objects, in-process (reference)", ours.text(),
+                    f"PyYAML CSafeDumper: {theirs.text()}", f"{ours.median / theirs.median:.2f}x", "info"))
+
+    cold_fig, deps_fig, bare_fig = walls(cold), walls(deps), walls(bare)
+    ok = verdict(cold_fig.median, COLD_TARGET_S)
+    failed |= ok != "pass"
+    rows.append(row(f"2. cold start: render examples/single-rack <= {COLD_TARGET_S} s", cold_fig.text(),
+                    f"importing all dependencies: {deps_fig.text()}; python -c pass: {bare_fig.text()}",
+                    f"{cold_fig.median / deps_fig.median:.2f}x", ok))
+
+    rss = Figure([max(s.rss_mib for s in runs_) for runs_ in zip(json_runs, yaml_runs)], "MiB")
+    small_rss = Figure([s.rss_mib for s in cold], "MiB")
+    ok = verdict(rss.median, RSS_TARGET_MIB)
+    failed |= ok != "pass"
+    rows.append(row(f"4. peak RSS, {label} (larger of JSON/YAML run) <= {RSS_TARGET_MIB} MiB", rss.text(),
+                    f"render examples/single-rack: {small_rss.text()}", f"{rss.median / small_rss.median:.2f}x", ok))
+    print("\n".join(rows), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Run every benchmark and print one table: ``python benchmarks/run.py [--runs N]``.
+
+Convention: each folder ``benchmarks/<name>/`` with a ``bench.py`` is one benchmark. It runs as
+its own process (``python benchmarks/<name>/bench.py [--runs N]``), prints Markdown table rows
+``| target | measured median (min–max) | baseline figure | ratio | pass/FAIL/info |`` and exits
+non-zero when a target is missed. Benchmarks run one after another so they do not disturb each
+other's timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HEADER = ("| target | measured: median (min–max) | baseline, same run | ratio | result |\n"
+          "|---|---|---|---|---|")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run every benchmarks/*/bench.py and print one table.")
+    parser.add_argument("--runs", type=int, help="measured runs per figure (passed to each benchmark)")
+    parser.add_argument("only", nargs="*", help="benchmark folder names to run (default: all)")
+    args = parser.parse_args(argv)
+
+    benches = sorted(p for p in HERE.glob("*/bench.py") if not args.only or p.parent.name in args.only)
+    if not benches:
+        print("no benchmarks found", file=sys.stderr)
+        return 2
+    print(HEADER, flush=True)
+    status = 0
+    for bench in benches:
+        cmd = [sys.executable, str(bench)] + (["--runs", str(args.runs)] if args.runs else [])
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        print(proc.stdout, end="" if proc.stdout.endswith("\n") or not proc.stdout else "\n", flush=True)
+        print(f"{bench.parent.name}: exit {proc.returncode} after {time.perf_counter() - start:.0f} s",
+              file=sys.stderr)
+        status = status or proc.returncode
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
