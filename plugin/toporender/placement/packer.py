@@ -34,10 +34,10 @@ from toporender.placement.tree import ROOT, Tree
 
 # Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
 GANG_STEPS = 1_000
-REPAIR_BASE_STEPS = 40_000
-REPAIR_STEPS_PER_TRY = 6_000
+REPAIR_BASE_STEPS = 30_000
+REPAIR_STEPS_PER_TRY = 2_500
 REPAIR_STEPS_PER_DOMAIN = 1_500
-REPAIR_STEPS_PER_GANG = 300
+REPAIR_STEPS_PER_GANG = 30
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
 
@@ -139,6 +139,9 @@ class Packer:
         self.placed: set[int] = set()
         self.reasons: dict[int, str] = {}
         self.active: dict[int, _Ctx] = {}
+        # (required level, GPUs, largest leaf) of gangs re-arranging could not admit; free GPUs only shrink, so a
+        # gang at least as large in both is not worth another search
+        self.failed: list[tuple[int, int, int]] = []
 
     # ---- demand compilation -------------------------------------------------------------------------------
     def _level(self, gang: GangDemand, label: str | None, what: str) -> int | None:
@@ -735,8 +738,12 @@ class Packer:
                 ok, _ = self.place(gang, ROOT, GANG_STEPS)
             if not ok:
                 reason = self.reason(gang)
-                if not self.repair(gang):
+                shape = (gang.groups[0].req, gang.need, gang.max_leaf)
+                dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] for r, n, m in self.failed)
+                if dominated or not self.repair(gang):
                     self.reasons[gang.idx] = reason
+                    if not dominated:
+                        self.failed.append(shape)
             self.log.clear()
 
     def _largest(self, lvl: int, tol: frozenset[int]) -> int:

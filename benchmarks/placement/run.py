@@ -1,0 +1,81 @@
+"""Placement benchmarks in one command: quality vs the exact optimum, then packer scale.
+
+Usage: python benchmarks/placement/run.py [--quick] [--repeat N]
+
+Scale: each case runs in its own process; wall time (interpreter start, inventory generation, packing and plan
+building) and peak RSS come from that child process (``os.wait4`` resource usage). Medians over ``--repeat``
+runs. The baseline is the straightforward greedy BestFit that scans every domain for every gang; it is skipped
+where it would run for more than a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CASES = [(10_000, 100), (100_000, 1_000), (1_000_000, 10_000), (2_000_000, 20_000)]
+BASELINE_MAX_GPUS = 100_000
+
+
+def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, object]]:
+    """(wall seconds, peak RSS MiB, case output) of one child process."""
+    cmd = [sys.executable, str(HERE / "scale_case.py"), "--gpus", str(gpus), "--gangs", str(gangs), "--algo", algo]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    out = proc.stdout.read() if proc.stdout else ""
+    if status != 0:
+        raise SystemExit(f"case {gpus}/{gangs}/{algo} failed with status {status}")
+    return wall, usage.ru_maxrss / 1024, json.loads(out)
+
+
+def scale(repeat: int, cases: list[tuple[int, int]]) -> None:
+    rows = [["GPUs", "gangs", "packer", "wall (median)", "peak RSS", "placed GPUs", "ratio to previous size"]]
+    previous: dict[str, float] = {}
+    for gpus, gangs in cases:
+        for algo in ("ours", "baseline"):
+            if algo == "baseline" and gpus > BASELINE_MAX_GPUS:
+                rows.append([f"{gpus:,}", f"{gangs:,}", algo, "not run (minutes)", "", "", ""])
+                continue
+            runs = [measure(gpus, gangs, algo) for _ in range(repeat)]
+            wall = statistics.median(r[0] for r in runs)
+            rss = max(r[1] for r in runs)
+            out = runs[0][2]
+            hashes = {r[2]["hash"] for r in runs}
+            if len(hashes) != 1:
+                raise SystemExit(f"plan hash differs between runs of {gpus}/{gangs}")
+            ratio = f"{wall / previous[algo]:.2f}x" if algo in previous else ""
+            previous[algo] = wall
+            rows.append([f"{gpus:,}", f"{gangs:,}", algo, f"{wall:.2f} s", f"{rss:.0f} MiB",
+                         f"{out['placed']:,}/{out['requested']:,}", ratio])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    print(f"packer scale (median of {repeat}; whole process: start, inventory generation, packing, plan)")
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="placement benchmarks")
+    ap.add_argument("--quick", action="store_true", help="fewer quality seeds, smaller scale cases, one repeat")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-quality", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_quality:
+        subprocess.run([sys.executable, str(HERE / "quality.py"), "--seeds", "10" if args.quick else "40"],
+                       check=True)
+        print()
+    scale(1 if args.quick else args.repeat, CASES[:2] if args.quick else CASES)
+
+
+if __name__ == "__main__":
+    main()
