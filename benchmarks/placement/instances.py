@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
 from toporender.placement.inventory import HARD_EFFECTS, Inventory, Node, Taint, tolerates
-from toporender.placement.plan import PlacementPlan
+from toporender.placement.plan import GangPlacement, PlacementPlan
 
 LEVELS = ("zone", "block", "rack")
 
@@ -105,7 +105,7 @@ def check_plan(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand
                 if t.effect in HARD_EFFECTS and not tolerates(pod.tolerations, t):
                     errors.append(f"{gang.key}: pod {pod.name} on tainted {name}")
         # constraints: a group's pods share the label path down to its required level
-        def check(label: str | None, pods: list[str], who: str) -> None:
+        def check(label: str | None, pods: list[str], who: str, gp: GangPlacement = gp) -> None:
             if label is None:
                 return
             depth = list(levels).index(label) + 1

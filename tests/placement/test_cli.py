@@ -6,8 +6,8 @@ import json
 
 import yaml
 from click.testing import CliRunner
-
 from tests.placement.conftest import FIXTURES
+
 from toporender.cli import cli
 
 

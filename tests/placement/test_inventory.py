@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from tests.placement.conftest import FIXTURES
+
 from toporender.errors import UserError
 from toporender.placement.inventory import import_inventory, load_inventory
 from toporender.placement.packer import pack

@@ -9,11 +9,11 @@ import sys
 from collections.abc import Sequence
 
 import pytest
-
 from tests.placement.conftest import FIXTURES, ROOT
+
 from toporender.errors import UserError
 from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
-from toporender.placement.inventory import Inventory, Node, load_inventory
+from toporender.placement.inventory import Inventory, load_inventory
 from toporender.placement.packer import hist_count, pack
 
 LEVELS = ["zone", "block", "rack"]

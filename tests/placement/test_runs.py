@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from tests.placement.conftest import FIXTURES
+
 from toporender.errors import UserError
 from toporender.placement.inventory import Inventory, Node, load_inventory
 from toporender.placement.runs import RunSpec, group_sizes, parse_runs, plan_runs

@@ -11,10 +11,11 @@ across subgroups) chooses, level by level, a domain for the gang and then for ea
   with the tightest child for the remainder (Kueue's descent), and finally to nodes sorted by free GPUs
   (largest first) and name, filling a node before the next (seed 001).
 
-When a gang does not fit, earlier gangs may be re-arranged (never dropped): the gangs that lie inside one region
-(a domain of the new gang's required level, then coarser ones) are lifted and re-packed together with the new gang
-in a few deterministic orders (largest subgroup first, largest gang first, new gang first). Earlier gangs never
-move when the new gang fits as they are, which is what makes plans stable under appended gangs.
+When a gang does not fit, earlier gangs may be re-arranged (never dropped): the gangs lying inside one region (a
+domain of the new gang's required level, then coarser ones up to the pool) are lifted, assigned whole to domains
+of their required level (a search of its own), and each domain is re-packed by a depth-first search over leaf
+groups, largest pods first, with forward checking. Earlier gangs never move when the new gang fits as they are,
+which is what makes plans stable under appended gangs.
 
 Work is bounded by step budgets that depend only on the gangs seen so far, so the result for a prefix of the
 arrival order never depends on what comes after it and the worst-case time stays bounded.
@@ -23,7 +24,7 @@ arrival order never depends on what comes after it and the worst-case time stays
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toporender.errors import fail
@@ -220,7 +221,7 @@ class Packer:
             g.children.sort(key=lambda c: (-groups[c].need, groups[c].name))
         for gi in range(len(groups) - 1, -1, -1):
             g = groups[gi]
-            deep = {}
+            deep: dict[int, int] = {}
             for c in g.children:
                 child = groups[c]
                 for lvl, need in ((child.req, child.need), *child.deep):
@@ -431,7 +432,7 @@ class Packer:
                     return False
         return True
 
-    def _gen_group(self, ctx: _Ctx, gang: _Gang, gi: int, w: int) -> Iterator[None]:
+    def _gen_group(self, ctx: _Ctx, gang: _Gang, gi: int, w: int) -> Generator[None, None, None]:
         g = gang.groups[gi]
         lo = max(g.req, self.tree.dom_level[w])
         hi = g.pref if g.pref is not None and g.pref > lo else lo
@@ -441,7 +442,7 @@ class Packer:
                     return
                 yield from self._gen_items(ctx, gang, gi, d, 0)
 
-    def _gen_items(self, ctx: _Ctx, gang: _Gang, gi: int, d: int, i: int) -> Iterator[None]:
+    def _gen_items(self, ctx: _Ctx, gang: _Gang, gi: int, d: int, i: int) -> Generator[None, None, None]:
         g = gang.groups[gi]
         if i < len(g.children):
             for _ in self._gen_group(ctx, gang, g.children[i], d):

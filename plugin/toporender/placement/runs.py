@@ -14,7 +14,8 @@ fast-fabric domains by ``(region, cluster, fabric.domain)``; only schedulable, u
   does, the Run fails at once and nothing is placed.
 * Inside a domain, GPUs come from nodes sorted by free GPUs (descending) then name, largest node consumed first.
 * ``spares: N``: N spare GPUs per group (shadow slots: a group's domain is chosen to hold group + spares when one
-  can), placed after all active groups, in the group's domain if it has room, else in the nearest domain: same region and cluster first, then the one whose racks are
+  can), placed after all active groups, in the group's domain if it has room, else in the nearest domain: same
+  region and cluster first, then the one whose racks are
   closest in rack order, then most free, then name.
 
 Runs in one input are planned in document order against the same inventory (earlier Runs first).
@@ -26,7 +27,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from toporender.errors import Diagnostic, UserError
 from toporender.placement.inventory import HARD_EFFECTS, Inventory
@@ -145,7 +146,7 @@ def parse_runs(documents: Sequence[Document]) -> list[RunSpec]:
         for key in sorted(set(loc) - {"groupGPUs", "allowCrossGroupSpread"}):
             diags.append(Diagnostic(f"unknown field spec.locality.{key}", doc.pos(("spec", "locality", key))))
         if not diags:
-            out.append(RunSpec(name, gpu_type, total, group, spread, spares))
+            out.append(RunSpec(name, str(gpu_type), cast(int, total), group, spread, spares))
     if diags:
         raise UserError(diags)
     return out

@@ -115,7 +115,8 @@ class Tree:
                 else:
                     self.dom_tainted[d].append(i)
         self.cordoned = sum(1 for ok in self.node_ok if not ok)
-        self.tainted_nodes = [i for i, (ok, t) in enumerate(zip(self.node_ok, self.node_taints, strict=True)) if ok and t]
+        pairs = enumerate(zip(self.node_ok, self.node_taints, strict=True))
+        self.tainted_nodes = [i for i, (ok, t) in pairs if ok and t]
         self.tainted = len(self.tainted_nodes)
         self.node_clean = [ok and not t for ok, t in zip(self.node_ok, self.node_taints, strict=True)]
         # index[(ancestor, level)] = sorted [(free, rank, domain)] of real descendants at that level
