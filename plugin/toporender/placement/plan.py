@@ -163,6 +163,19 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
     """Collect the packer's state into a :class:`PlacementPlan`."""
     levels = tree.levels
     gangs: dict[str, GangPlacement] = {}
+    level_cache: dict[int, list[int]] = {}
+
+    def by_level(node: int) -> list[int]:
+        """The node's real domain at every level (-1 where it has none)."""
+        got = level_cache.get(node)
+        if got is None:
+            got = [-1] * len(levels)
+            for d in tree.node_path[node]:
+                if tree.dom_real[d] and tree.dom_level[d] >= 0:
+                    got[tree.dom_level[d]] = d
+            level_cache[node] = got
+        return got
+
     planned_node: dict[int, int] = {}
     unit = 0
     requested = placed_gpus = 0
@@ -194,22 +207,29 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
             sub_domains[g.name] = {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
         pod_nodes: dict[str, str] = {}
         pod_domain: dict[str, str] = {}
+        finest: dict[int, int] = {}
         for pod in sorted(asg, key=lambda p: gang.pod_names[p]):
             node = asg[pod]
             name = gang.pod_names[pod]
             pod_nodes[name] = tree.node_names[node]
-            lvl = _finest_level(gang, leaf_of.get(pod, 0))
+            gi = leaf_of.get(pod, 0)
+            lvl = finest.get(gi)
+            if lvl is None:
+                lvl = finest[gi] = _finest_level(gang, gi)
             if lvl < 0:
                 lvl = len(levels) - 1
-            dom = next((d for d in tree.node_path[node] if tree.dom_real[d] and 0 <= tree.dom_level[d] <= lvl), None)
-            if dom is not None:
-                pod_domain[name] = f"{levels[tree.dom_level[dom]]}={tree.dom_path[dom][-1]}"
+            per_level = by_level(node)
+            for li in range(min(lvl, len(levels) - 1), -1, -1):
+                dom = per_level[li]
+                if dom >= 0:
+                    pod_domain[name] = f"{levels[li]}={tree.dom_path[dom][-1]}"
+                    break
         span: dict[str, int] = {}
         cuts: dict[str, int] = {}
         for li, label in enumerate(levels):
             counts: dict[int, int] = {}
             for node in asg.values():
-                d = next((x for x in tree.node_path[node] if tree.dom_level[x] == li and tree.dom_real[x]), -1)
+                d = by_level(node)[li]
                 counts[d] = counts.get(d, 0) + 1
             k = sum(counts.values())
             span[label] = len(counts)

@@ -30,7 +30,11 @@ class Tree:
             (n for n in inventory.nodes if all(n.labels.get(k) == v for k, v in node_selector.items())),
             key=lambda n: n.name,
         )
-        _check_hierarchy(inventory, self.levels, nodes)
+        paths = [self._path(n.labels) for n in nodes]
+        first: dict[tuple[str, ...], str] = {}
+        for n, path in zip(nodes, paths, strict=True):
+            first.setdefault(path, n.name)
+        _check_hierarchy(inventory, self.levels, first)
         self.node_names = [n.name for n in nodes]
         self.node_labels = [n.labels for n in nodes]
         self.node_cap = [n.gpus for n in nodes]
@@ -53,15 +57,15 @@ class Tree:
         self.dom_nodes: list[list[int]] = [[]]
         self.dom_real: list[bool] = [True]
         ids: dict[tuple[str, ...], int] = {(): ROOT}
-        for path in sorted({self._path(n.labels) for n in nodes}):
+        for path in sorted(first):
             for depth in range(1, len(path) + 1):
                 prefix = path[:depth]
                 if prefix not in ids:
                     ids[prefix] = self._new_domain(prefix, depth - 1, ids[prefix[:-1]], True)
         node_dom: list[int] = []
         loose: dict[int, int] = {}
-        for i, labels in enumerate(self.node_labels):
-            d = ids[self._path(labels)]
+        for i, path in enumerate(paths):
+            d = ids[path]
             if self.dom_children[d] and len(self.dom_path[d]) < len(self.levels):
                 # Nodes missing a finer label hang below their deepest domain in a pseudo-domain that is never a
                 # candidate for a constraint at the finer level.
@@ -78,14 +82,15 @@ class Tree:
         self.rank = rank
         for d in range(n_dom):
             self.dom_children[d].sort(key=lambda c: rank[c])
-        self.node_path: list[tuple[int, ...]] = []
-        for i in range(len(nodes)):
+        chains: dict[int, tuple[int, ...]] = {}
+        for d in set(node_dom):
             chain = []
-            d = node_dom[i]
-            while d != -1:
-                chain.append(d)
-                d = self.dom_parent[d]
-            self.node_path.append(tuple(chain))
+            a = d
+            while a != -1:
+                chain.append(a)
+                a = self.dom_parent[a]
+            chains[d] = tuple(chain)
+        self.node_path: list[tuple[int, ...]] = [chains[d] for d in node_dom]
         # ancestor of each domain at every coarser level (index = level + 1; 0 is the root)
         self.dom_anc: list[tuple[int, ...]] = []
         for d in range(n_dom):
@@ -201,19 +206,18 @@ class Tree:
         return len(anc) > lvl and anc[lvl] == region
 
 
-def _check_hierarchy(inventory: Inventory, levels: tuple[str, ...], nodes: Sequence[object]) -> None:
-    """Each value at a finer level must sit under exactly one coarser path; report every contradiction."""
+def _check_hierarchy(inventory: Inventory, levels: tuple[str, ...], first: Mapping[tuple[str, ...], str]) -> None:
+    """Each value at a finer level must sit under exactly one coarser path; report every contradiction.
+
+    ``first`` maps every distinct label path to the first node (by name) that has it.
+    """
     seen: dict[tuple[int, str], tuple[tuple[str, ...], str]] = {}
     diags: list[Diagnostic] = []
     reported: set[tuple[int, str]] = set()
-    for node in nodes:
-        labels = node.labels  # type: ignore[attr-defined]
-        name = node.name  # type: ignore[attr-defined]
+    for full, name in sorted(first.items(), key=lambda kv: kv[1]):
         path: list[str] = []
-        for i, key in enumerate(levels):
-            v = labels.get(key)
-            if v is None or v == "":
-                break
+        for i, v in enumerate(full):
+            key = levels[i]
             if i > 0:
                 prev = seen.get((i, v))
                 if prev is None:
