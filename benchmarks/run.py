@@ -3,8 +3,9 @@
 Convention: each folder ``benchmarks/<name>/`` with a ``bench.py`` is one benchmark. It runs as
 its own process (``python benchmarks/<name>/bench.py [--runs N]``), prints Markdown table rows
 ``| target | measured median (min–max) | baseline figure | ratio | pass/FAIL/info |`` and exits
-non-zero when a target is missed. Benchmarks run one after another so they do not disturb each
-other's timings.
+non-zero when a target is missed. A folder without ``bench.py`` but with a ``run.py`` is run as
+``python benchmarks/<name>/run.py`` (no options) and its output is shown as it is. Benchmarks
+run one after another so they do not disturb each other's timings.
 """
 
 from __future__ import annotations
@@ -26,14 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("only", nargs="*", help="benchmark folder names to run (default: all)")
     args = parser.parse_args(argv)
 
-    benches = sorted(p for p in HERE.glob("*/bench.py") if not args.only or p.parent.name in args.only)
+    folders = sorted(p for p in HERE.iterdir() if p.is_dir() and (not args.only or p.name in args.only))
+    benches = [f / "bench.py" if (f / "bench.py").is_file() else f / "run.py" for f in folders
+               if (f / "bench.py").is_file() or (f / "run.py").is_file()]
     if not benches:
         print("no benchmarks found", file=sys.stderr)
         return 2
     print(HEADER, flush=True)
     status = 0
     for bench in benches:
-        cmd = [sys.executable, str(bench)] + (["--runs", str(args.runs)] if args.runs else [])
+        cmd = [sys.executable, str(bench)]
+        if args.runs and bench.name == "bench.py":
+            cmd += ["--runs", str(args.runs)]
         start = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
         print(proc.stdout, end="" if proc.stdout.endswith("\n") or not proc.stdout else "\n", flush=True)
