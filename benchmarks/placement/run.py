@@ -24,8 +24,8 @@ CASES = [(10_000, 100), (100_000, 1_000), (1_000_000, 10_000), (2_000_000, 20_00
 BASELINE_MAX_GPUS = 100_000
 
 
-def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, object]]:
-    """(wall seconds, peak RSS MiB, case output) of one child process."""
+def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, object], float]:
+    """(wall seconds, peak RSS MiB, case output, CPU seconds) of one child process."""
     cmd = [sys.executable, str(HERE / "scale_case.py"), "--gpus", str(gpus), "--gangs", str(gangs), "--algo", algo]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -34,19 +34,21 @@ def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, o
     out = proc.stdout.read() if proc.stdout else ""
     if status != 0:
         raise SystemExit(f"case {gpus}/{gangs}/{algo} failed with status {status}")
-    return wall, usage.ru_maxrss / 1024, json.loads(out)
+    return wall, usage.ru_maxrss / 1024, json.loads(out), usage.ru_utime + usage.ru_stime
 
 
 def scale(repeat: int, cases: list[tuple[int, int]]) -> None:
-    rows = [["GPUs", "gangs", "packer", "wall (median)", "peak RSS", "placed GPUs", "ratio to previous size"]]
+    rows = [["GPUs", "gangs", "packer", "wall (median)", "CPU (median)", "peak RSS", "placed GPUs",
+             "wall ratio to previous size"]]
     previous: dict[str, float] = {}
     for gpus, gangs in cases:
         for algo in ("ours", "baseline"):
             if algo == "baseline" and gpus > BASELINE_MAX_GPUS:
-                rows.append([f"{gpus:,}", f"{gangs:,}", algo, "not run (minutes)", "", "", ""])
+                rows.append([f"{gpus:,}", f"{gangs:,}", algo, "not run (minutes)", "", "", "", ""])
                 continue
             runs = [measure(gpus, gangs, algo) for _ in range(repeat)]
             wall = statistics.median(r[0] for r in runs)
+            cpu = statistics.median(r[3] for r in runs)
             rss = max(r[1] for r in runs)
             out = runs[0][2]
             hashes = {r[2]["hash"] for r in runs}
@@ -54,7 +56,7 @@ def scale(repeat: int, cases: list[tuple[int, int]]) -> None:
                 raise SystemExit(f"plan hash differs between runs of {gpus}/{gangs}")
             ratio = f"{wall / previous[algo]:.2f}x" if algo in previous else ""
             previous[algo] = wall
-            rows.append([f"{gpus:,}", f"{gangs:,}", algo, f"{wall:.2f} s", f"{rss:.0f} MiB",
+            rows.append([f"{gpus:,}", f"{gangs:,}", algo, f"{wall:.2f} s", f"{cpu:.2f} s", f"{rss:.0f} MiB",
                          f"{out['placed']:,}/{out['requested']:,}", ratio])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     print(f"packer scale (median of {repeat}; whole process: start, inventory generation, packing, plan)")

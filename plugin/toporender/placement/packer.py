@@ -403,6 +403,9 @@ class Packer:
         if not lst:
             return
         pos = bisect_left(lst, (need,))
+        fit_memo: dict[tuple[int, ...], bool] = {}
+        npods = sum(k for _, k in g.sizes)
+        sizes = g.sizes
         while pos < len(lst):
             if ctx.steps >= ctx.limit:
                 return
@@ -411,7 +414,11 @@ class Packer:
             ctx.steps += 1
             if d not in used:
                 h = tree.dom_hist[d]
-                if _fits(h, g.sizes, need) and self._deep_ok(g, d):
+                th = tuple(h)
+                fits = fit_memo.get(th)
+                if fits is None:
+                    fits = fit_memo[th] = hist_count(h, sizes) == npods
+                if fits and self._deep_ok(g, d):
                     # Leaf domains in the same state are interchangeable: try one of them only.
                     sig = (tree.dom_parent[d], *h) if not tree.dom_children[d] else (-1 - d,)
                     if sig not in seen:
