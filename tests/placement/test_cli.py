@@ -48,3 +48,12 @@ def test_plan_run_spec_needs_inventory() -> None:
 def test_plan_missing_target() -> None:
     r = run("plan", "no/such/dir")
     assert r.exit_code == 1 and r.stderr.startswith("no/such/dir:1:1: file or directory not found")
+
+
+def test_plan_workflow_repo_json() -> None:
+    from tests.placement.conftest import ROOT
+
+    r = run("plan", str(ROOT / "examples" / "multi-rack-zone"), "--format", "json")
+    assert r.exit_code == 0, r.output
+    pools = json.loads(r.stdout)
+    assert pools and all(len(p["hash"]) == 64 and p["gangs"] for p in pools.values())

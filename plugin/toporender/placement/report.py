@@ -19,7 +19,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 
 def _compact_domains(domains: dict[str, str]) -> str:
-    return "/".join(domains.values()) or "-"
+    """The finest shared domain (its value is unique once the hierarchy validated)."""
+    return list(domains.values())[-1] if domains else "-"
 
 
 def format_plan(plan: PlacementPlan | RunsPlan, fmt: str = "table", title: str | None = None) -> str:
