@@ -135,11 +135,36 @@ def _jsonable(value: Any, path: Loc) -> Any:
     raise TemplateFailure(path, f"expression produced a {type(value).__name__}, which is not a YAML value")
 
 
+_SIMPLE_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+@lru_cache(maxsize=8192)
+def _simple(text: str) -> tuple[str, ...] | None:
+    """Split ``text`` into literal/name parts when it uses nothing but ``{{ NAME }}`` references.
+
+    Most template values are like ``compute-domain-{{WF_GROUP_UUID}}``; substituting them directly
+    gives exactly what Jinja would (``str()`` of the value) without a Jinja context per pod.
+    """
+    parts = _SIMPLE_REF.split(text)
+    if any("{{" in lit or "{%" in lit or "{#" in lit for lit in parts[::2]):
+        return None
+    return tuple(parts)
+
+
 def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> Any:
-    """Render every string inside ``value`` (not keys) with ``variables``."""
+    """Render every string inside ``value`` (not keys) with ``variables``; the result shares nothing with
+    ``value``."""
     if isinstance(value, str):
         if "{" not in value:
             return value
+        parts = _simple(value)
+        if parts is not None:
+            names = parts[1::2]
+            missing = [n for n in names if n not in variables]
+            if not missing:
+                if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
+                    return _jsonable(variables[names[0]], path)
+                return "".join(p if i % 2 == 0 else str(variables[p]) for i, p in enumerate(parts))
         from jinja2 import TemplateSyntaxError, UndefinedError
         from jinja2.exceptions import SecurityError, TemplateError
 
@@ -193,7 +218,10 @@ def _named(items: list[Any]) -> bool:
 def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
     """Pod-template merge: dicts deep-merge (``null`` deletes); lists of named objects merge by
     ``name`` (new names appended); set-like lists (tolerations, resourceClaims, claims,
-    imagePullSecrets, finalizers) become de-duplicated unions; other lists are replaced."""
+    imagePullSecrets, finalizers) become de-duplicated unions; other lists are replaced.
+
+    Neither argument is modified, but the result shares parts of both: callers pass freshly
+    rendered patches (``render_value`` copies), so per-pod deep copies are not needed."""
     if isinstance(patch, dict) and isinstance(base, dict):
         out = dict(base)
         for k, v in patch.items():
@@ -204,14 +232,14 @@ def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
         return out
     if isinstance(patch, list) and isinstance(base, list):
         if base and patch and _named(base) and _named(patch):
-            out_list = [copy.deepcopy(b) for b in base]
+            out_list = list(base)
             index = {item["name"]: i for i, item in enumerate(out_list)}
             for item in patch:
                 if item["name"] in index:
                     out_list[index[item["name"]]] = merge_pod(out_list[index[item["name"]]], item)
                 else:
                     index[item["name"]] = len(out_list)
-                    out_list.append(copy.deepcopy(item))
+                    out_list.append(item)
             return out_list
         if key in SET_LISTS:
             seen: set[str] = set()
@@ -220,9 +248,9 @@ def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
                 ident = json.dumps(item, sort_keys=True)
                 if ident not in seen:
                     seen.add(ident)
-                    union.append(copy.deepcopy(item))
+                    union.append(item)
             return union
-    return copy.deepcopy(patch)
+    return patch
 
 
 def parsed_group_templates(config: RepoConfig, pool: str) -> list[dict[str, Any]]:
@@ -241,7 +269,7 @@ def parsed_pod_template(config: RepoConfig, pool: str, platform: str | None) -> 
     """The pool's pod templates, then the platform's overrides, merged in order, unrendered."""
     out: dict[str, Any] = {}
     for name in pod_template_names(config, pool, platform):
-        out = merge_pod(out, config.pod_templates.get(name, {}))
+        out = merge_pod(out, copy.deepcopy(config.pod_templates.get(name, {})))
     return out
 
 
