@@ -175,8 +175,8 @@ def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> An
             msg = str(exc.message or exc)
             if "unsafe" in msg:
                 raise TemplateFailure(path, f"refused by the template sandbox: {msg}") from None
-            names = ", ".join(sorted(k for k in variables if not k.startswith("_")))
-            raise TemplateFailure(path, f"{msg}; available variables: {names}") from None
+            known = ", ".join(sorted(k for k in variables if not k.startswith("_")))
+            raise TemplateFailure(path, f"{msg}; available variables: {known}") from None
         except SecurityError as exc:
             raise TemplateFailure(path, f"refused by the template sandbox: {exc}") from None
         except TemplateSyntaxError as exc:
