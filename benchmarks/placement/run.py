@@ -1,4 +1,4 @@
-"""Placement benchmarks in one command: quality vs the exact optimum, then packer scale.
+"""Placement benchmarks in one command: quality vs the exact optimum, stability, then packer scale.
 
 Usage: python benchmarks/placement/run.py [--quick] [--repeat N]
 
@@ -74,6 +74,9 @@ def main() -> None:
     args = ap.parse_args()
     if not args.skip_quality:
         subprocess.run([sys.executable, str(HERE / "quality.py"), "--seeds", "10" if args.quick else "40"],
+                       check=True)
+        print()
+        subprocess.run([sys.executable, str(HERE / "stability.py"), "--seeds", "5" if args.quick else "20"],
                        check=True)
         print()
     scale(1 if args.quick else args.repeat, CASES[:2] if args.quick else CASES)
