@@ -48,6 +48,11 @@ class DomainUsage:
     def name(self) -> str:
         return self.path[-1]
 
+    @property
+    def used(self) -> int:
+        """GPUs taken: already used before the plan plus planned."""
+        return self.preused + self.planned
+
 
 @dataclass(frozen=True)
 class LevelStats:
