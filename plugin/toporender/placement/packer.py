@@ -35,10 +35,10 @@ from toporender.placement.tree import ROOT, Tree
 
 # Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
 GANG_STEPS = 1_000
-REPAIR_BASE_STEPS = 30_000
-REPAIR_STEPS_PER_TRY = 2_500
+REPAIR_BASE_STEPS = 20_000
+REPAIR_STEPS_PER_TRY = 2_000
 REPAIR_STEPS_PER_DOMAIN = 1_500
-REPAIR_STEPS_PER_GANG = 30
+REPAIR_STEPS_PER_GANG = 10
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
 
