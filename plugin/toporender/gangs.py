@@ -6,6 +6,7 @@ resources, topology), so packing and the backends never look at raw input again.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from toporender.errors import DiagnosticSink, Position, fail
@@ -146,6 +147,13 @@ def _check_names(wf: WorkflowFile, sink: DiagnosticSink) -> None:
                            f"defined resources: {known}", wf.pos(tloc + ("resource",)))
 
 
+def _task(t: TaskSpec, wf: WorkflowFile, group_uuid: uuid.UUID) -> Task:
+    label = dns_label(t.name)
+    return Task(spec=t, resource=wf.resources.get(t.resource) or ResourceSpec(),
+                uuid=str(uid(group_uuid, normalize(t.name))), pod_name=dns_label(f"{wf.name}-{t.name}"),
+                hostname=label, container=label)
+
+
 def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
            sink: DiagnosticSink) -> list[Gang]:
     """All gangs of the repo in stream order: workflows by path, groups in file order."""
@@ -171,17 +179,7 @@ def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
             if len(sink.errors) > errors:
                 continue
             g_uuid = uid(wf_uuid, normalize(group.spec.name))
-            tasks = tuple(
-                Task(
-                    spec=t,
-                    resource=wf.resources.get(t.resource, ResourceSpec()),
-                    uuid=str(uid(g_uuid, normalize(t.name))),
-                    pod_name=dns_label(f"{wf.name}-{t.name}"),
-                    hostname=dns_label(t.name),
-                    container=dns_label(t.name),
-                )
-                for t in group.spec.tasks
-            )
+            tasks = tuple(_task(t, wf, g_uuid) for t in group.spec.tasks)
             service = dns1035_label(f"{wf.name}-{group.spec.name}") if len(tasks) > 1 else None
             gangs.append(Gang(wf.source, wf, group.spec.name, str(g_uuid), str(wf_uuid), ns, pool_name, pool_cfg,
                               tasks, topo, service, wf.pos(group.loc)))

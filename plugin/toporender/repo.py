@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from toporender.errors import DiagnosticSink, Position, UserError, fail
@@ -44,7 +45,7 @@ class WorkflowFile:
     def name(self) -> str:
         return self.spec.workflow.name
 
-    @property
+    @cached_property
     def resources(self) -> dict[str, ResourceSpec]:
         res = self.spec.resources if self.spec.resources is not None else self.spec.workflow.resources
         return res if res is not None else {"default": ResourceSpec()}
