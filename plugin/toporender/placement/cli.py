@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import yaml
 
-from toporender.errors import UserError
+from toporender.errors import Diagnostic, Position, UserError
 from toporender.yamlsource import Document, load_file, load_text
 
 
@@ -93,6 +93,10 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
         plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None)
     except UserError as err:
         _fail(err)
+        return
+    if not plans:
+        _fail(UserError(Diagnostic("no pool of this repo has an inventory to plan against; set 'inventory:' in "
+                                   "toporender.yaml or pass --inventory", Position("toporender.yaml"))))
         return
     if fmt == "json":
         import json
