@@ -40,8 +40,13 @@ def test_golden_lifecycle(tmp_path: Path, example: Path) -> None:
     workflows = sorted(p.relative_to(repo).as_posix() for p in (repo / "workflows").rglob("*.y*ml"))
     pool_level = any("toporender.dev/pool" in (o["metadata"].get("labels") or {}) for o in render_cli(repo))
     expected = sorted(workflows + (["toporender.yaml"] if pool_level else []))  # + pool-level objects file
-    assert sorted(line.split("/golden/", 1)[1] for line in first.stdout.splitlines()) == expected
-    assert all(line.startswith("created ") for line in first.stdout.splitlines())
+    lines = first.stdout.splitlines()
+    uses_inventory = "inventory:" in (repo / "toporender.yaml").read_text()
+    lock_lines = [line for line in lines if line.endswith("/toporender.lock")]
+    assert lock_lines == ([f"created {repo.as_posix()}/toporender.lock"] if uses_inventory else [])
+    golden_lines = [line for line in lines if line not in lock_lines]
+    assert sorted(line.split("/golden/", 1)[1] for line in golden_lines) == expected
+    assert all(line.startswith("created ") for line in lines)
     assert sorted(map(lambda o: str(o), golden_objects(repo))) == sorted(map(str, render_cli(repo)))
     for wf in workflows:  # one file per workflow, content = that workflow's render
         assert (repo / "golden" / wf).is_file()
