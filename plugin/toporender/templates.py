@@ -198,6 +198,38 @@ def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> An
     return value
 
 
+_COMPILED: dict[int, tuple[Any, Callable[[Mapping[str, Any]], Any]]] = {}
+
+
+def compiled(template: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """``render_value`` for one template, with the tree walk done once instead of once per pod.
+
+    The returned function builds fresh dicts and lists on every call, so pods never share them.
+    """
+    hit = _COMPILED.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1]
+    fn = _compile_tree(template, ())
+    if len(_COMPILED) > 256:
+        _COMPILED.clear()
+    _COMPILED[id(template)] = (template, fn)
+    return fn
+
+
+def _compile_tree(value: Any, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
+    if isinstance(value, str):
+        if "{" not in value:
+            return lambda variables: value
+        return lambda variables: render_value(value, variables, path)
+    if isinstance(value, list):
+        items = [_compile_tree(v, path + (i,)) for i, v in enumerate(value)]
+        return lambda variables: [f(variables) for f in items]
+    if isinstance(value, dict):
+        fields = [(k, _compile_tree(v, path + (k,))) for k, v in value.items()]
+        return lambda variables: {k: f(variables) for k, f in fields}
+    return lambda variables: value
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
@@ -383,7 +415,7 @@ def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variab
     for name in gang.pool.common_group_templates:
         base: Loc = ("group_templates", name)
         try:
-            obj = render_value(config.group_templates[name], variables())
+            obj = compiled(config.group_templates[name])(variables())
         except TemplateFailure as exc:
             sink.error(f"group template '{name}': {exc.message}", doc.pos(base + exc.path))
             continue
@@ -418,7 +450,7 @@ def apply_pod_templates(pod: dict[str, Any], gang: Gang, task: Task, config: Rep
     for name in names:
         base: Loc = ("pod_templates", name)
         try:
-            patch = render_value(config.pod_templates[name], task_vars)
+            patch = compiled(config.pod_templates[name])(task_vars)
         except TemplateFailure as exc:
             sink.error(f"pod template '{name}': {exc.message}", doc.pos(base + exc.path))
             continue
