@@ -122,21 +122,26 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     return cache[path]
 
 
+def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Document] | None) -> bool:
+    """Whether any inventory is configured or given, i.e. whether this render packs at all."""
+    return inventory is not None or inventory_docs is not None or repo.config.inventory is not None or \
+        any(p.inventory for p in repo.config.pools.values())
+
+
 def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *,
-               inventory: str | None = None, inventory_docs: list[Document] | None = None
-               ) -> list[tuple[str, PlacementPlan, list[Gang]]]:
-    """Pack every pool that has an inventory; gangs in arrival order."""
-    if inventory is None and inventory_docs is None and repo.config.inventory is None and \
-            not any(p.inventory for p in repo.config.pools.values()):
+               inventory: str | None = None, inventory_docs: list[Document] | None = None,
+               order: Sequence[str] | None = None) -> list[tuple[str, PlacementPlan, list[Gang]]]:
+    """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it)."""
+    if not uses_placement(repo, inventory, inventory_docs):
         return []
     from toporender.placement.packer import pack
 
-    order = arrival(gangs, load_order(repo.root))
+    arrived = arrival(gangs, load_order(repo.root) if order is None else order)
     cache: dict[str, Inventory] = {}
     plans: list[tuple[str, PlacementPlan, list[Gang]]] = []
     for pool_name in sorted(repo.config.pools):
         pool = repo.config.pools[pool_name]
-        members = [g for g in order if g.pool_name == pool_name]
+        members = [g for g in arrived if g.pool_name == pool_name]
         if not members:
             continue
         where = repo.config_doc.pos(("pools", pool_name, "inventory") if pool.inventory else ("inventory",))
@@ -150,12 +155,12 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str,
 
 
 def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *, inventory: str | None,
-          inventory_docs: list[Document] | None, strict: bool | None, sink: DiagnosticSink
+          inventory_docs: list[Document] | None, order: Sequence[str], strict: bool | None, sink: DiagnosticSink
           ) -> dict[str, GangOutcome]:
     """Outcome per gang key; unplaceable gangs warn, or fail under strict placement."""
     outcomes: dict[str, GangOutcome] = {}
     try:
-        plans = plan_pools(repo, gangs, pods, inventory=inventory, inventory_docs=inventory_docs)
+        plans = plan_pools(repo, gangs, pods, inventory=inventory, inventory_docs=inventory_docs, order=order)
     except UserError as err:
         sink.extend(err)
         return outcomes

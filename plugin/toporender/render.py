@@ -16,7 +16,7 @@ from typing import Any
 from toporender.backends import backend_for
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.gangs import Gang, check_config, expand, resolve_namespace
-from toporender.placing import annotate, load_order, lock_text, place
+from toporender.placing import annotate, load_order, lock_text, place, uses_placement
 from toporender.pods import base_pod, headless_service
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.templates import apply_pod_templates, check_templates, group_variables, render_group_templates
@@ -77,36 +77,48 @@ def render_documents(config: Document | None, workflows: list[Document], options
     return render(Repo(root, config, cfg, tuple(loaded)), options, inventory_docs=inventory)
 
 
-def render(repo: Repo, options: RenderOptions = RenderOptions(),
-           inventory_docs: list[Document] | None = None) -> RenderResult:
-    sink = DiagnosticSink()
+def _expand(repo: Repo, options: RenderOptions, sink: DiagnosticSink) -> list[Gang]:
+    """validate -> expand topology."""
     check_config(repo, sink)
     check_templates(repo.config, repo.config_doc, sink)
     sink.raise_if_errors()
     gangs = expand(repo, namespace=options.namespace, pool=options.pool, sink=sink)
     sink.raise_if_errors()
-    if options.sync_waves is not None:
-        repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
+    return gangs
 
-    files: list[RenderedFile] = []
-    pool_objs = _pool_objects(repo, options)
-    if pool_objs:
-        files.append(RenderedFile(CONFIG_FILE, pool_objs))
+
+def _build(repo: Repo, gangs: list[Gang], sink: DiagnosticSink) -> list[tuple[Gang, list[Any], list[Any]]]:
+    """render objects: every gang with its group objects (templates, PodGroups, Service) and pods."""
     warned: set[str] = set()
     built = [(gang, *render_gang(gang, repo, sink, warned)) for gang in gangs]
     sink.raise_if_errors()
+    return built
+
+
+def render(repo: Repo, options: RenderOptions = RenderOptions(),
+           inventory_docs: list[Document] | None = None) -> RenderResult:
+    sink = DiagnosticSink()
+    if options.sync_waves is not None:
+        repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
+    gangs = _expand(repo, options, sink)
+    pool_objs = _pool_objects(repo, options)
+    built = _build(repo, gangs, sink)
+    placing = uses_placement(repo, options.inventory, inventory_docs)
+    order = load_order(repo.root) if placing else []
     outcomes = place(repo, gangs, {g.key: pods for g, _, pods in built}, inventory=options.inventory,
-                     inventory_docs=inventory_docs, strict=options.strict, sink=sink)
+                     inventory_docs=inventory_docs, order=order, strict=options.strict, sink=sink)
     sink.raise_if_errors()
+
+    files: list[RenderedFile] = []
+    if pool_objs:
+        files.append(RenderedFile(CONFIG_FILE, pool_objs))
     by_source: dict[str, list[dict[str, Any]]] = {}
     for gang, group_objs, pods in built:
         if gang.key in outcomes:
             annotate(gang, group_objs, pods, outcomes[gang.key])
         by_source.setdefault(gang.source, []).extend(group_objs + pods)
     files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
-    uses_placement = inventory_docs is not None or options.inventory is not None or \
-        repo.config.inventory is not None or any(p.inventory for p in repo.config.pools.values())
-    lock = lock_text(gangs, load_order(repo.root)) if uses_placement and repo.root is not None else None
+    lock = lock_text(gangs, order) if placing and repo.root is not None else None
     result = RenderResult(files, sink.warnings, lock)
     _check_identities(result)
     return result
@@ -203,14 +215,8 @@ def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]
 
     repo = load_repo(root)
     sink = DiagnosticSink()
-    check_config(repo, sink)
-    check_templates(repo.config, repo.config_doc, sink)
-    sink.raise_if_errors()
-    gangs = expand(repo, sink=sink)
-    sink.raise_if_errors()
-    warned: set[str] = set()
-    pods = {gang.key: render_gang(gang, repo, sink, warned)[1] for gang in gangs}
-    sink.raise_if_errors()
+    gangs = _expand(repo, RenderOptions(), sink)
+    pods = {gang.key: pods for gang, _, pods in _build(repo, gangs, sink)}
     inv = None
     if inventory is not None:
         inv = inventory.resolve().relative_to(root.resolve()).as_posix() if inventory.is_absolute() else \
