@@ -154,48 +154,47 @@ def _simple(text: str) -> tuple[str, ...] | None:
 def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> Any:
     """Render every string inside ``value`` (not keys) with ``variables``; the result shares nothing with
     ``value``."""
-    if isinstance(value, str):
-        if "{" not in value:
-            return value
-        parts = _simple(value)
-        if parts is not None:
-            names = parts[1::2]
-            missing = [n for n in names if n not in variables]
-            if not missing:
-                if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
-                    return _jsonable(variables[names[0]], path)
-                return "".join(p if i % 2 == 0 else str(variables[p]) for i, p in enumerate(parts))
-        from jinja2 import TemplateSyntaxError, UndefinedError
-        from jinja2.exceptions import SecurityError, TemplateError
+    if not isinstance(value, str):
+        return _compile_tree(value, path)(variables)
+    return _render_string(value, variables, path)
 
-        try:
-            with _Deadline():
-                out = _compile(value)(variables)
-        except UndefinedError as exc:
-            msg = str(exc.message or exc)
-            if "unsafe" in msg:
-                raise TemplateFailure(path, f"refused by the template sandbox: {msg}") from None
-            known = ", ".join(sorted(k for k in variables if not k.startswith("_")))
-            raise TemplateFailure(path, f"{msg}; available variables: {known}") from None
-        except SecurityError as exc:
-            raise TemplateFailure(path, f"refused by the template sandbox: {exc}") from None
-        except TemplateSyntaxError as exc:
-            raise TemplateFailure(path, f"template syntax error: {exc.message}") from None
-        except TemplateError as exc:
-            raise TemplateFailure(path, f"template error: {exc}") from None
-        except TimeoutError as exc:
-            raise TemplateFailure(path, f"refused: {exc}") from None
-        except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError,
-                MemoryError) as exc:
-            raise TemplateFailure(path, f"template expression failed: {type(exc).__name__}: {exc}") from None
-        if isinstance(out, str) and len(out) > _MAX_RENDERED:
-            raise TemplateFailure(path, f"rendered value is longer than {_MAX_RENDERED} characters")
-        return _jsonable(out, path)
-    if isinstance(value, list):
-        return [render_value(v, variables, path + (i,)) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return {k: render_value(v, variables, path + (k,)) for k, v in value.items()}
-    return value
+
+def _render_string(value: str, variables: Mapping[str, Any], path: Loc) -> Any:
+    if "{" not in value:
+        return value
+    parts = _simple(value)
+    if parts is not None:
+        names = parts[1::2]
+        if all(n in variables for n in names):
+            if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
+                return _jsonable(variables[names[0]], path)
+            return "".join(p if i % 2 == 0 else str(variables[p]) for i, p in enumerate(parts))
+    from jinja2 import TemplateSyntaxError, UndefinedError
+    from jinja2.exceptions import SecurityError, TemplateError
+
+    try:
+        with _Deadline():
+            out = _compile(value)(variables)
+    except UndefinedError as exc:
+        msg = str(exc.message or exc)
+        if "unsafe" in msg:
+            raise TemplateFailure(path, f"refused by the template sandbox: {msg}") from None
+        known = ", ".join(sorted(k for k in variables if not k.startswith("_")))
+        raise TemplateFailure(path, f"{msg}; available variables: {known}") from None
+    except SecurityError as exc:
+        raise TemplateFailure(path, f"refused by the template sandbox: {exc}") from None
+    except TemplateSyntaxError as exc:
+        raise TemplateFailure(path, f"template syntax error: {exc.message}") from None
+    except TemplateError as exc:
+        raise TemplateFailure(path, f"template error: {exc}") from None
+    except TimeoutError as exc:
+        raise TemplateFailure(path, f"refused: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError,
+            MemoryError) as exc:
+        raise TemplateFailure(path, f"template expression failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(out, str) and len(out) > _MAX_RENDERED:
+        raise TemplateFailure(path, f"rendered value is longer than {_MAX_RENDERED} characters")
+    return _jsonable(out, path)
 
 
 _COMPILED: dict[int, tuple[Any, Callable[[Mapping[str, Any]], Any]]] = {}
@@ -220,7 +219,7 @@ def _compile_tree(value: Any, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
     if isinstance(value, str):
         if "{" not in value:
             return lambda variables: value
-        return lambda variables: render_value(value, variables, path)
+        return lambda variables: _render_string(value, variables, path)
     if isinstance(value, list):
         items = [_compile_tree(v, path + (i,)) for i, v in enumerate(value)]
         return lambda variables: [f(variables) for f in items]
