@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import click
 
 from toporender.errors import Diagnostic, UserError
+from toporender.hosts.common import print_diagnostics as report
+from toporender.hosts.common import write_stdout
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,17 +40,6 @@ def guarded(fn: F) -> F:
             sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
-
-
-def report(diagnostics: list[Diagnostic]) -> None:
-    for d in diagnostics:
-        click.echo(str(d), err=True)
-
-
-def write_stdout(text: str) -> None:
-    """Write the whole output at once, only after everything rendered."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
 
 
 def render_options(fn: F) -> F:
@@ -114,16 +105,16 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) 
 @guarded
 def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     """Check the repo in DIR without printing manifests."""
-    from toporender.render import render_repo
+    from toporender.render import render
+    from toporender.repo import load_repo
 
-    result = render_repo(directory, make_options(**opts))
+    repo = load_repo(directory)
+    result = render(repo, make_options(**opts))
     report(result.warnings)
     if check_output:
-        from toporender.repo import CONFIG_FILE, load_config, single_document
         from toporender.validation import validate_objects
 
-        config = load_config(single_document(directory / CONFIG_FILE, CONFIG_FILE))
-        kai = {p.kai_version for p in config.pools.values() if p.backend == "kai"}
+        kai = {p.kai_version for p in repo.config.pools.values() if p.backend == "kai"}
         problems = validate_objects(result.objects, kai_version="v0.14.0" if kai == {"v0.14"} else "main")
         if problems:
             report([Diagnostic(p) for p in problems])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from toporender.errors import DiagnosticSink, Position, fail
 from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
-from toporender.naming import DNS_LABEL, dns1035_label, dns_label, normalize, uid, workflow_uuid
+from toporender.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, workflow_uuid
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
 from toporender.topology import GroupTopology, expand_group
 
@@ -62,7 +62,7 @@ class Gang:
 
 def resolve_namespace(config: RepoConfig, override: str | None) -> str:
     ns = config.namespace or override or "default"
-    if not DNS_LABEL.match(ns) or len(ns) > 63:
+    if not is_dns_label(ns):
         raise fail(f"namespace {ns!r} is not a valid Kubernetes namespace; use lower-case letters, digits and '-'")
     return ns
 

@@ -18,6 +18,11 @@ _INVALID = re.compile(r"[^a-z0-9-]+")
 _DASHES = re.compile(r"-{2,}")
 
 
+def is_dns_label(text: str) -> bool:
+    """A DNS-1123 label, as namespaces must be."""
+    return len(text) <= 63 and DNS_LABEL.match(text) is not None
+
+
 def normalize(name: str) -> str:
     """OSMO's name identity: case-insensitive, with ``_`` equal to ``-``."""
     return name.lower().replace("_", "-")

@@ -59,9 +59,9 @@ def read_stdin() -> str:
 
 def check_namespace(value: str, what: str, pos: Position | None = None) -> str:
     """A namespace must be a DNS-1123 label (the API server rejects anything else at apply time)."""
-    from toporender.naming import DNS_LABEL
+    from toporender.naming import is_dns_label
 
-    if len(value) > 63 or not DNS_LABEL.match(value):
+    if not is_dns_label(value):
         raise fail(
             f"{what} {value!r} is not a valid namespace (lower-case letters, digits and '-', at most 63 characters)",
             pos,
