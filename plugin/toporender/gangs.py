@@ -14,6 +14,7 @@ from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
 from toporender.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, workflow_uuid
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
 from toporender.topology import GroupTopology, expand_group
+from toporender.yamlsource import Loc
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,12 @@ class Gang:
     tasks: tuple[Task, ...]
     topology: GroupTopology
     service_name: str | None
-    pos: Position
+    loc: Loc
+
+    @property
+    def pos(self) -> Position:
+        """Where the group is written; worked out only when a message needs it."""
+        return self.workflow.pos(self.loc)
 
     @property
     def key(self) -> str:
@@ -182,5 +188,5 @@ def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
             tasks = tuple(_task(t, wf, g_uuid) for t in group.spec.tasks)
             service = dns1035_label(f"{wf.name}-{group.spec.name}") if len(tasks) > 1 else None
             gangs.append(Gang(wf.source, wf, group.spec.name, str(g_uuid), str(wf_uuid), ns, pool_name, pool_cfg,
-                              tasks, topo, service, wf.pos(group.loc)))
+                              tasks, topo, service, group.loc))
     return gangs

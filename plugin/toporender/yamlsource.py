@@ -19,6 +19,7 @@ import yaml
 from yaml import events as ev
 
 from toporender.errors import Diagnostic, Position, UserError, fail
+from toporender.yamlfast import UNSURE, load_plain
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_NODES = 500_000
@@ -44,15 +45,24 @@ _SEQ_TAGS = {"tag:yaml.org,2002:seq", None, "!"}
 
 @dataclass
 class Document:
-    """One YAML document: plain data plus the position of every value in it."""
+    """One YAML document: plain data plus the position of every value in it.
+
+    A document read by the fast reader keeps its ``text`` instead of positions; the positions are
+    worked out by the exact loader the first time a message needs one (rarely, and never on the
+    happy path).
+    """
 
     source: str
     index: int
     data: Any
     marks: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+    text: str | None = field(default=None, repr=False, compare=False)
 
     def pos(self, loc: Loc = ()) -> Position:
         """Position of ``loc`` or of its nearest ancestor that has one."""
+        if self.text is not None:
+            self.marks = _exact_documents(self.text, self.source, MAX_NODES * 64)[self.index].marks
+            self.text = None
         loc = tuple(loc)
         while loc and loc not in self.marks:
             loc = loc[:-1]
@@ -310,6 +320,28 @@ def load_text(text: str, source: str, *, max_bytes: int = MAX_FILE_BYTES,
     """Parse every document of ``text``; ``source`` is the path shown in messages."""
     if len(text) > max_bytes:
         raise fail(f"file is larger than {_size(max_bytes)}; split it", Position(source))
+    data = load_plain(text, plain_scalar, max_nodes=max_nodes, max_depth=MAX_DEPTH)
+    if data is not UNSURE:
+        return [Document(source, 0, data, text=text)]
+    return _exact_documents(text, source, max_nodes)
+
+
+def plain_scalar(text: str) -> Any:
+    """What the exact loader makes of ``text`` as a plain scalar; ValueError where it refuses it."""
+    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
+    if tag in _STRING_TAGS:
+        return text
+    construct = _SCALAR_TAGS.get(tag)
+    if construct is None:
+        raise ValueError(f"unsupported tag {tag}")
+    try:
+        return construct(yaml.ScalarNode(tag, text))
+    except (yaml.YAMLError, IndexError, KeyError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _exact_documents(text: str, source: str, max_nodes: int) -> list[Document]:
+    """The exact loader: every document of ``text`` with the position of every value."""
     builder = _Builder(source, max_nodes)
     docs: list[Document] = []
     try:

@@ -1,0 +1,178 @@
+"""A fast way to read plain YAML files that gives exactly what the position-tracking loader gives.
+
+Reading the YAML of a large repo event by event in Python is most of a render's time. ``yaml-rs``
+(a Rust YAML 1.2 parser) builds the same plain data about ten times faster, but without positions,
+and YAML 1.2 reads a few plain scalars differently from the YAML 1.1 rules our users' files (and
+PyYAML, kubectl and Argo CD) follow: ``yes``/``on``, ``0777``, ``1e3``, ``12:30``, ``<<``.
+
+So the fast reader only vouches for a text when it can show that both readers agree:
+
+- the text has none of the constructs the fast path leaves to the exact loader (anchors, aliases,
+  tags, directives, several documents, complex or collection keys, merge keys, escapes, tabs, the
+  line breaks YAML 1.1 and 1.2 count differently) and no number spelt in a way the two read
+  differently (leading zeros, ``0o``, exponents);
+- every string it read is one the exact loader would also read as that string had it been plain
+  (so ``12:30`` or ``yes`` read as strings send the file to the exact loader), every key is a string
+  (the exact loader never converts keys), and the exact loader's limits on values and depth hold.
+
+Nulls and booleans need no check: every YAML 1.2 spelling of them means the same in YAML 1.1.
+Anything else returns :data:`UNSURE` and the caller uses the exact loader, which also produces the
+error message and, lazily, the positions. Tests compare both readers on a corpus of edge cases and
+on generated documents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+UNSURE: Any = object()
+"""Returned when the fast reader cannot vouch for the text; use the exact loader."""
+
+# Anywhere: escapes, tabs, CR, merge keys, document markers, complex keys.
+_EXACT_ANYWHERE = ("\\", "\t", "\r", "<<", "\n---", "\n...", "? ", "?\n")
+# The line breaks YAML 1.1 and 1.2 count differently, and a BOM.
+_EXACT_NON_ASCII = ("\x85", "\u2028", "\u2029", "\ufeff")
+# At the start of a node: anchors, aliases, tags, directives, reserved indicators.
+_INDICATORS = "&*!%@`"
+_AT_NODE_START = {c: re.compile(r"(?:^|[-?:,\[{ ])" + re.escape(c), re.M) for c in _INDICATORS}
+# Ints YAML 1.1 reads differently: leading zeros (octal there, decimal in 1.2) and 0o (1.2 only).
+_RISKY_INT = re.compile(r"0(?<![\w.]0)(?<![\w.][-+]0)[0-9_o]")
+# Floats YAML 1.1 reads differently: an exponent without a dot or a sign, a signed .nan.
+_RISKY_FLOAT = re.compile(r"[eE](?<=[0-9._][eE])[-+]?[0-9]|[-+]\.(?:nan|NaN|NAN)")
+# First characters of the plain scalars the exact loader reads as something other than a string.
+_MAYBE_NOT_STRING = frozenset("-+.0123456789~=<yYnNtTfFoO")
+_COLLECTIONS = frozenset((dict, list))
+_STR = {str}
+
+
+def fast_reader() -> Callable[[str], Any] | None:
+    """``yaml_rs.loads`` set up like the exact loader, or None when yaml-rs is not installed."""
+    try:
+        import yaml_rs
+    except ImportError:  # pragma: no cover - yaml-rs is a dependency; the exact loader still works
+        return None
+    policy = yaml_rs.DuplicateKeyPolicy.Error
+
+    def loads(text: str) -> Any:
+        return yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=policy)
+
+    return loads
+
+
+_READER = fast_reader()
+_stays_string: dict[str, bool] = {}
+
+
+def load_plain(text: str, exact_scalar: Callable[[str], Any], *, max_nodes: int, max_depth: int) -> Any:
+    """The data of single-document ``text``, or :data:`UNSURE`.
+
+    ``exact_scalar`` is the exact loader's reading of a plain scalar (raising ``ValueError`` where
+    it refuses one), so strings are checked by the exact loader's own rules.
+    """
+    if _READER is None or _needs_exact(text):
+        return UNSURE
+    try:
+        data = _READER(text)
+    except Exception:  # noqa: BLE001 - any refusal: the exact loader says what is wrong
+        return UNSURE
+    if data is None:
+        return UNSURE
+    numbers = _agrees(data, text, exact_scalar, max_nodes, max_depth)
+    if numbers is None:
+        return UNSURE
+    if (int in numbers and _RISKY_INT.search(text)) or (float in numbers and _RISKY_FLOAT.search(text)):
+        return UNSURE
+    return data
+
+
+def _needs_exact(text: str) -> bool:
+    """Constructs the fast path leaves to the exact loader (it reads them, or refuses them, itself).
+
+    Plain substring tests first: they run at memory speed, and most files contain none of these.
+    """
+    if text.startswith(("---", "...")) or text.endswith("?") or any(s in text for s in _EXACT_ANYWHERE):
+        return True
+    if not text.isascii() and any(s in text for s in _EXACT_NON_ASCII):
+        return True
+    return any(c in text and _AT_NODE_START[c].search(text) is not None for c in _INDICATORS)
+
+
+def _agrees(data: Any, text: str, exact_scalar: Callable[[str], Any], max_nodes: int,
+            max_depth: int) -> set[type] | None:
+    """Check strings, keys and the exact loader's limits, one nesting level at a time.
+
+    Returns the types of the scalars read (numbers need a look at how they are spelt), or None
+    on any disagreement. The exact loader counts one value per scalar and two per collection (its
+    start and end events), and refuses a collection opened inside ``max_depth`` others.
+    """
+    if not isinstance(data, (dict, list)):
+        return {type(data)} if type(data) is not str or _strings_agree({data}, text, exact_scalar) else None
+    types: set[type] = set()
+    nodes = 2
+    level: list[Any] = [data]
+    depth = 1
+    while level:
+        if depth > max_depth:
+            return None
+        values: list[Any] = []
+        keys: list[Any] = []
+        for coll in level:
+            if type(coll) is dict:
+                keys.extend(coll)
+                values.extend(coll.values())
+            else:
+                values.extend(coll)
+        here = set(map(type, values))
+        level = [v for v in values if type(v) is dict or type(v) is list] if here & _COLLECTIONS else []
+        nodes += len(values) + len(level)
+        if nodes > max_nodes or (keys and set(map(type, keys)) != _STR):
+            return None
+        if str in here and not _strings_agree({v for v in values if type(v) is str}, text, exact_scalar):
+            return None
+        types |= here
+        depth += 1
+    return types
+
+
+def _strings_agree(strings: set[str], text: str, exact_scalar: Callable[[str], Any]) -> bool:
+    """Strings such as ``'yes'`` or ``'12:30'`` are fine quoted; written plain, YAML 1.1 reads them otherwise."""
+    for s in strings:
+        if s[:1] not in _MAYBE_NOT_STRING:
+            continue
+        verdict = _stays_string.get(s)
+        if verdict is None:
+            verdict = _stays_string[s] = _quoted_or_string(s, exact_scalar)
+        if not verdict and _written_plain(text, s):
+            return False
+    return True
+
+
+def _quoted_or_string(scalar: str, exact_scalar: Callable[[str], Any]) -> bool:
+    """True when the exact loader reads ``scalar`` as itself, or the fast reader never makes it
+    from a plain scalar (``'4'`` read as a string was quoted: plain, YAML 1.2 reads 4)."""
+    try:
+        if type(exact_scalar(scalar)) is str:
+            return True
+    except ValueError:
+        pass
+    assert _READER is not None
+    try:
+        return type(_READER(scalar)) is not str
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _written_plain(text: str, scalar: str) -> bool:
+    """Whether ``scalar`` may appear in ``text`` as a whole plain scalar (erring towards yes)."""
+    for m in re.finditer(re.escape(scalar) + r"[ \t]*(?:$|#|[,\]}]|:(?:[ \t]|$))", text, re.M):
+        i = m.start() - 1
+        while i >= 0 and text[i] in " \t":
+            i -= 1
+        before = text[i] if i >= 0 else "\n"
+        spaced = i < m.start() - 1
+        if (before in "\n[{," or (before in "-?:" and spaced)
+                or (before == ":" and i > 0 and text[i - 1] in "\"']}")):
+            return True
+    return False

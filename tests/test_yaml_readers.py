@@ -1,0 +1,130 @@
+"""The fast YAML reader must give exactly what the position-tracking loader gives.
+
+Every case is read twice: by ``load_text`` (fast reader when it vouches for the text) and by the
+exact loader alone. Data must match in value *and* type (``1``, ``1.0`` and ``True`` are equal in
+Python), errors must match in message and position.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toporender import yamlfast
+from toporender.errors import UserError
+from toporender.yamlsource import MAX_DEPTH, MAX_NODES, _exact_documents, load_text, plain_scalar
+
+CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "yaml_readers" / "cases.yaml").read_text())
+
+
+def canon(value: Any) -> Any:
+    """A comparable form that keeps types apart (and makes NaN equal to itself)."""
+    if isinstance(value, dict):
+        return ("map", [(canon(k), canon(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("seq", [canon(v) for v in value])
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+def outcome(read: Any, text: str) -> Any:
+    try:
+        return ("data", [canon(d.data) for d in read(text)])
+    except UserError as err:
+        return ("error", [str(d) for d in err.diagnostics])
+
+
+def both(text: str) -> tuple[Any, Any]:
+    return (outcome(lambda t: load_text(t, "f.yaml"), text),
+            outcome(lambda t: _exact_documents(t, "f.yaml", MAX_NODES), text))
+
+
+def fast_taken(text: str, max_nodes: int = MAX_NODES) -> bool:
+    return yamlfast.load_plain(text, plain_scalar, max_nodes=max_nodes, max_depth=MAX_DEPTH) is not yamlfast.UNSURE
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_fast_reader_agrees_with_exact_loader(case: dict[str, Any]) -> None:
+    fast, exact = both(case["text"])
+    assert fast == exact
+    if case.get("fast"):
+        assert fast_taken(case["text"]), "this plain document should not need the exact loader"
+
+
+def test_positions_of_a_fast_read_document_are_the_exact_ones() -> None:
+    text = "a: 1\nb:\n  c: [x, {d: 'yes'}]\n"
+    assert fast_taken(text)
+    fast_doc = load_text(text, "f.yaml")[0]
+    exact_doc = _exact_documents(text, "f.yaml", MAX_NODES)[0]
+    for loc in [(), ("a",), ("b",), ("b", "c"), ("b", "c", 1), ("b", "c", 1, "d"), ("b", "missing")]:
+        assert fast_doc.pos(loc) == exact_doc.pos(loc)
+
+
+@pytest.mark.parametrize(("depth", "fast"), [(MAX_DEPTH, True), (MAX_DEPTH + 1, False)])
+def test_depth_limit_is_the_exact_loaders(depth: int, fast: bool) -> None:
+    # depth - 1 nested mappings, the innermost holding a list: depth collections in all.
+    text = "".join(" " * i + "k:\n" for i in range(depth - 2)) + " " * (depth - 2) + "k: [v]\n"
+    assert fast_taken(text) is fast
+    fast_outcome, exact_outcome = both(text)
+    assert fast_outcome == exact_outcome
+    assert (fast_outcome[0] == "data") is fast
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_value_limit_is_the_exact_loaders(extra: int) -> None:
+    # A mapping holding a list of n scalars: 2 (mapping) + 2 (list) + n values, as the exact loader counts.
+    limit = 50
+    n = limit - 4 + extra
+    text = "k: [" + ", ".join(["x"] * n) + "]\n"
+    assert fast_taken(text, max_nodes=limit) is (extra == 0)
+    fast = outcome(lambda t: load_text(t, "f.yaml", max_nodes=limit), text)
+    exact = outcome(lambda t: _exact_documents(t, "f.yaml", limit), text)
+    assert fast == exact
+    assert (fast[0] == "error") is (extra == 1)
+
+
+# Generated documents: tricky scalars, plain or quoted, as keys and values, in block and flow style.
+TRICKY = ["yes", "No", "on", "OFF", "y", "n", "true", "False", "null", "~", "0", "4", "-1", "+12", "0777", "010",
+          "0o17", "0x1F", "0b11", "1_000", "1.5", ".5", "1.", "1e3", "1.0e3", "1.5e+3", "12:30", "190:20:30",
+          ".inf", "-.inf", ".NaN", "-.nan", "2001-12-14", "=", "-", "x", "s0-r0-w0", "a b", "3e0", "#x", "k:v"]
+scalars = st.sampled_from(TRICKY).flatmap(
+    lambda s: st.sampled_from([s, f"'{s}'", f'"{s}"']) if s not in ("#x",) else st.sampled_from([f"'{s}'"]))
+keys = st.sampled_from(TRICKY).flatmap(lambda s: st.sampled_from([s, f"'{s}'"]))
+
+
+def block(value: Any, indent: int) -> str:
+    pad = " " * indent
+    if isinstance(value, dict):
+        return "".join(f"{pad}{k}:\n{block(v, indent + 2)}" if isinstance(v, (dict, list)) and v
+                       else f"{pad}{k}: {flow(v)}\n" for k, v in value.items()) or f"{pad}{{}}\n"
+    if isinstance(value, list):
+        return "".join(f"{pad}-\n{block(v, indent + 2)}" if isinstance(v, (dict, list)) and v
+                       else f"{pad}- {flow(v)}\n" for v in value) or f"{pad}[]\n"
+    return f"{pad}{value}\n"
+
+
+def flow(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    return str(value)
+
+
+trees = st.recursive(scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(keys, kids, max_size=4),
+                     max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=st.dictionaries(keys, trees, min_size=1, max_size=5), style=st.sampled_from(["block", "flow"]))
+def test_generated_documents_read_the_same(tree: dict[str, Any], style: str) -> None:
+    text = block(tree, 0) if style == "block" else flow(tree) + "\n"
+    fast, exact = both(text)
+    assert fast == exact, text
