@@ -69,6 +69,10 @@ class _Gang:
     max_leaf: int
 
 
+# A leaf group as the forward check sees it: (GPUs, required level, its own and its ancestors' keys in ``fixed``).
+_Check = tuple[int, int, tuple[tuple[int, int], ...]]
+
+
 @dataclass
 class _Ctx:
     gang: int
@@ -131,7 +135,7 @@ class Packer:
 
     def __init__(self, tree: Tree, gangs: Sequence[GangDemand]):
         self.tree = tree
-        self.log: list[tuple[int, int, int, int]] = []
+        self.log: list[tuple[int, tuple[tuple[int, int], ...], int]] = []
         self.assign: dict[int, dict[int, int]] = {}
         self.gangs = [self._compile(i, g) for i, g in enumerate(gangs)]
         self.lca: dict[int, int] = {}
@@ -239,53 +243,66 @@ class Packer:
         return out
 
     # ---- state changes -------------------------------------------------------------------------------------
+    # The undo log holds one entry per batch of pods taken (+1) or released (-1) together, so a rollback costs one
+    # tree update per call instead of per pod.
     def _take(self, ctx: _Ctx | None, gang: int, pairs: Sequence[tuple[int, int]]) -> None:
-        tree = self.tree
         gpus = self.gangs[gang].pod_gpus
         deltas: dict[int, int] = {}
         asg = self.assign.setdefault(gang, {})
         for pod, node in pairs:
-            g = gpus[pod]
-            deltas[node] = deltas.get(node, 0) + g
+            deltas[node] = deltas.get(node, 0) + gpus[pod]
             asg[pod] = node
-            self.log.append((gang, pod, node, 1))
-            if ctx is not None:
-                used = ctx.used
-                for d in tree.node_path[node]:
-                    used[d] = used.get(d, 0) + 1
-        tree.change(deltas)
+        self.log.append((gang, tuple(pairs), 1))
+        if ctx is not None:
+            self._count_used(ctx.used, [node for _, node in pairs], 1)
+        self.tree.change(deltas)
 
     def _release(self, gang: int) -> None:
         asg = self.assign.pop(gang, {})
         gpus = self.gangs[gang].pod_gpus
         deltas: dict[int, int] = {}
-        for pod, node in sorted(asg.items()):
+        pairs = tuple(sorted(asg.items()))
+        for pod, node in pairs:
             deltas[node] = deltas.get(node, 0) - gpus[pod]
-            self.log.append((gang, pod, node, -1))
+        self.log.append((gang, pairs, -1))
         self.tree.change(deltas)
 
     def _rollback(self, mark: int, ctx: _Ctx | None) -> None:
-        tree = self.tree
         deltas: dict[int, int] = {}
-        while len(self.log) > mark:
-            gang, pod, node, sign = self.log.pop()
-            g = self.gangs[gang].pod_gpus[pod]
+        log = self.log
+        while len(log) > mark:
+            gang, pairs, sign = log.pop()
+            gpus = self.gangs[gang].pod_gpus
             if sign > 0:
-                del self.assign[gang][pod]
-                deltas[node] = deltas.get(node, 0) - g
+                asg = self.assign[gang]
+                for pod, node in reversed(pairs):
+                    del asg[pod]
+                    deltas[node] = deltas.get(node, 0) - gpus[pod]
                 active = self.active.get(gang) if ctx is None else (ctx if gang == ctx.gang else None)
                 if active is not None:
-                    used = active.used
-                    for d in tree.node_path[node]:
-                        c = used[d] - 1
-                        if c:
-                            used[d] = c
-                        else:
-                            del used[d]
+                    self._count_used(active.used, [node for _, node in pairs], -1)
             else:
-                self.assign.setdefault(gang, {})[pod] = node
-                deltas[node] = deltas.get(node, 0) + g
-        tree.change(deltas)
+                asg = self.assign.setdefault(gang, {})
+                for pod, node in reversed(pairs):
+                    asg[pod] = node
+                    deltas[node] = deltas.get(node, 0) + gpus[pod]
+        self.tree.change(deltas)
+
+    def _count_used(self, used: dict[int, int], nodes: list[int], sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) one pod per listed node from a gang's pod count per domain; domains
+        whose count drops to zero are removed, so ``d in used`` means the gang has pods in ``d``."""
+        node_path = self.tree.node_path
+        per_path: dict[tuple[int, ...], int] = {}
+        for n in nodes:
+            path = node_path[n]
+            per_path[path] = per_path.get(path, 0) + 1
+        for path, k in per_path.items():
+            for d in path:
+                c = used.get(d, 0) + sign * k
+                if c:
+                    used[d] = c
+                else:
+                    del used[d]
 
     # ---- capacity views --------------------------------------------------------------------------------------
     def _hist(self, d: int, tol: frozenset[int]) -> list[int]:
@@ -342,17 +359,19 @@ class Packer:
         return True
 
     def _to_nodes(self, ctx: _Ctx, d: int, pods: list[int], tol: frozenset[int]) -> bool:
+        """Pods (largest first) onto the domain's nodes: for each pod size, nodes by free GPUs (largest first)
+        and name, filling a node before moving to the next."""
         tree = self.tree
         free = tree.node_free
         clean = tree.node_clean
-        nodes = [n for n in tree.dom_nodes[d] if free[n] and (clean[n] or n in tol)]
+        local = {n: free[n] for n in tree.dom_nodes[d] if free[n] and (clean[n] or n in tol)}
         gpus = self.gangs[ctx.gang].pod_gpus
-        local = {n: free[n] for n in nodes}
         pairs: list[tuple[int, int]] = []
         i = 0
         while i < len(pods):
             g = gpus[pods[i]]
-            order = sorted(nodes, key=lambda n: (-local[n], n))
+            # node ids follow node names and the sort is stable, so equal free GPUs keep name order
+            order = sorted(local, key=local.__getitem__, reverse=True)
             j = 0
             while i < len(pods) and gpus[pods[i]] == g:
                 while j < len(order) and local[order[j]] < g:
@@ -402,41 +421,54 @@ class Packer:
         lst = tree.index.get((w, lvl))
         if not lst:
             return
-        pos = bisect_left(lst, (need,))
+        # The scan below is the packer's hottest loop (most domains fail the fit tests), so it keeps its state in
+        # locals: ``steps`` is written back to the context before each yield and re-read after it.
+        stride = tree.stride
+        dom_rank = tree.dom_rank
+        hists = tree.dom_hist
+        deep = [(dl, dn * stride) for dl, dn in g.deep if dl > lvl]
+        pos = bisect_left(lst, need * stride)
         fit_memo: dict[tuple[int, ...], bool] = {}
         npods = sum(k for _, k in g.sizes)
         sizes = g.sizes
+        limit = ctx.limit
+        steps = ctx.steps
         while pos < len(lst):
-            if ctx.steps >= ctx.limit:
+            if steps >= limit:
+                ctx.steps = steps
                 return
             key = lst[pos]
-            d = key[2]
-            ctx.steps += 1
+            d = dom_rank[key % stride]
+            steps += 1
             if d not in used:
-                h = tree.dom_hist[d]
+                h = hists[d]
                 th = tuple(h)
                 fits = fit_memo.get(th)
                 if fits is None:
                     fits = fit_memo[th] = hist_count(h, sizes) == npods
-                if fits and self._deep_ok(g, d):
+                if fits and (not deep or self._deep_ok(deep, d)):
                     # Leaf domains in the same state are interchangeable: try one of them only.
                     sig = (tree.dom_parent[d], *h) if not tree.dom_children[d] else (-1 - d,)
                     if sig not in seen:
                         seen.add(sig)
+                        ctx.steps = steps
                         yield d
+                        steps = ctx.steps
                         pos = bisect_right(lst, key)
                         continue
             pos += 1
+        ctx.steps = steps
 
-    def _deep_ok(self, g: _Group, d: int) -> bool:
-        """Necessary test: the largest descendant leaf at each finer level fits the largest domain there."""
+    def _deep_ok(self, deep: list[tuple[int, int]], d: int) -> bool:
+        """Necessary test: the largest descendant leaf at each finer level fits the largest domain there.
+
+        ``deep`` lists (level, GPUs x index stride) for the levels finer than ``d``'s.
+        """
         index = self.tree.index
-        level = self.tree.dom_level[d]
-        for lvl, need in g.deep:
-            if lvl > level:
-                lst = index.get((d, lvl))
-                if not lst or lst[-1][0] < need:
-                    return False
+        for lvl, need in deep:
+            lst = index.get((d, lvl))
+            if not lst or lst[-1] < need:
+                return False
         return True
 
     def _gen_group(self, ctx: _Ctx, gang: _Gang, gi: int, w: int) -> Generator[None, None, None]:
@@ -507,7 +539,7 @@ class Packer:
         regions: list[int] = []
         for lvl in range(r, -1, -1):
             lst = tree.index.get((ROOT, lvl), [])
-            regions.extend([k[2] for k in reversed(lst) if k[0] >= gang.need][:REPAIR_REGIONS])
+            regions.extend([tree.dom_of(k) for k in reversed(lst) if tree.free_of(k) >= gang.need][:REPAIR_REGIONS])
         if tree.dom_free[ROOT] >= gang.need:
             regions.append(ROOT)
         tried: set[tuple[int, ...]] = set()
@@ -572,7 +604,7 @@ class Packer:
         """Assign whole gangs to domains of level ``split`` first (free GPUs permitting), then pack each domain
         on its own; a domain that cannot hold its gangs sends the search back to the gang-to-domain choice."""
         tree = self.tree
-        doms = [k[2] for k in tree.index.get((region, split), [])]
+        doms = [tree.dom_of(k) for k in tree.index.get((region, split), [])]
         cap = {d: tree.dom_free[d] for d in doms}
         members: dict[int, list[_Gang]] = {d: [] for d in doms}
         order = sorted(gs, key=lambda x: (-x.need, -x.max_leaf, x.idx))
@@ -627,6 +659,7 @@ class Packer:
         i = 0
         it = self._item_candidates(items[0], region, fixed)
         base = len(self.log)
+        checks = [self._check(gang, gi) for gang, gi in items]
         try:
             while True:
                 if self.spent >= allowance:
@@ -658,7 +691,7 @@ class Packer:
                         fixed[(gang.idx, a)] = tree.dom_anc[d][grp.req + 1]
                         fixes.append((gang.idx, a))
                     a = grp.parent
-                if i + 1 < len(items) and not self._still_possible(items, i + 1, region, fixed):
+                if i + 1 < len(items) and not self._still_possible(checks, i + 1, region, fixed):
                     self._rollback(mark, None)
                     for key in fixes:
                         del fixed[key]
@@ -671,33 +704,47 @@ class Packer:
         finally:
             self.active = {}
 
-    def _still_possible(self, items: list[tuple[_Gang, int]], start: int, region: int,
+    @staticmethod
+    def _check(gang: _Gang, gi: int) -> _Check | None:
+        """What the forward check needs of one leaf group (None: it may use tainted nodes, so it is not checked)."""
+        g = gang.groups[gi]
+        if g.tol_any:
+            return None
+        keys = []
+        a = gi
+        while a >= 0:
+            keys.append((gang.idx, a))
+            a = gang.groups[a].parent
+        return g.need, g.req, tuple(keys)
+
+    def _still_possible(self, checks: list[_Check | None], start: int, region: int,
                         fixed: dict[tuple[int, int], int]) -> bool:
         """Forward check: every remaining leaf still has a domain with enough free GPUs, and no fixed domain or
         the region is asked for more than it has free."""
         tree = self.tree
         free = tree.dom_free
+        level = tree.dom_level
+        index = tree.index
+        stride = tree.stride
         left: dict[int, int] = {}
         total = 0
-        for gang, gi in items[start:]:
-            g = gang.groups[gi]
-            if g.tol_any:
+        for check in checks[start:]:
+            if check is None:
                 continue
-            total += g.need
+            need, req, keys = check
+            total += need
             w = region
-            a = gi
-            while a >= 0:
-                d = fixed.get((gang.idx, a))
+            for key in keys:
+                d = fixed.get(key)
                 if d is not None:
-                    left[d] = left.get(d, 0) + g.need
-                    if tree.dom_level[d] > tree.dom_level[w]:
+                    left[d] = left.get(d, 0) + need
+                    if level[d] > level[w]:
                         w = d
-                a = gang.groups[a].parent
-            if g.req > tree.dom_level[w]:
-                lst = tree.index.get((w, g.req))
-                if not lst or lst[-1][0] < g.need:
+            if req > level[w]:
+                lst = index.get((w, req))
+                if not lst or lst[-1] < need * stride:
                     return False
-            elif free[w] < g.need:
+            elif free[w] < need:
                 return False
         if total > free[region]:
             return False
@@ -760,7 +807,7 @@ class Packer:
         if tol:
             return min(tree.level_domains[lvl], key=lambda d: (-self._free(d, tol), tree.rank[d]))
         lst = tree.index[(ROOT, lvl)]
-        return lst[bisect_left(lst, (lst[-1][0],))][2]
+        return tree.dom_of(lst[bisect_left(lst, tree.free_of(lst[-1]) * tree.stride)])
 
     def _hopeless(self, gang: _Gang) -> bool:
         """Cheap necessary test: some group cannot fit even the largest domain of its level as things stand."""
@@ -773,7 +820,7 @@ class Packer:
                     return True
                 continue
             lst = tree.index.get((ROOT, g.req))
-            if not lst or lst[-1][0] < g.need:
+            if not lst or tree.free_of(lst[-1]) < g.need:
                 return True
         return False
 

@@ -6,14 +6,15 @@ under two coarser values is a contradiction the user must fix, and the error nam
 
 Hot state is plain lists indexed by integer ids so the packer's inner loops stay cheap: per-domain free GPUs, a
 histogram of free GPUs per node (what decides whether pods of a given size fit), and, for every
-(ancestor, level) pair, a list of descendant domains sorted by free GPUs so a best-fit candidate is found by
-bisection instead of a scan.
+(ancestor, level) pair, a list of descendant domains sorted by free GPUs (as one int key each) so a best-fit
+candidate is found by bisection instead of a scan.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 
 from toporender.errors import Diagnostic, Position, UserError
 from toporender.placement.inventory import HARD_EFFECTS, Inventory, Taint
@@ -26,10 +27,10 @@ class Tree:
 
     def __init__(self, inventory: Inventory, levels: Sequence[str], node_selector: Mapping[str, str]):
         self.levels = tuple(levels)
-        nodes = sorted(
-            (n for n in inventory.nodes if all(n.labels.get(k) == v for k, v in node_selector.items())),
-            key=lambda n: n.name,
-        )
+        selected = inventory.nodes
+        if node_selector:
+            selected = tuple(n for n in selected if all(n.labels.get(k) == v for k, v in node_selector.items()))
+        nodes = sorted(selected, key=attrgetter("name"))
         paths = [self._path(n.labels) for n in nodes]
         first: dict[tuple[str, ...], str] = {}
         for n, path in zip(nodes, paths, strict=True):
@@ -107,33 +108,50 @@ class Tree:
         self.dom_free = [0] * n_dom
         self.dom_hist = [[0] * width for _ in range(n_dom)]
         self.dom_tainted: list[list[int]] = [[] for _ in range(n_dom)]
-        for i in range(len(nodes)):
-            clean = self.node_ok[i] and not self.node_taints[i]
-            for d in self.node_path[i]:
-                self.dom_total[d] += self.node_cap[i]
-                self.dom_used0[d] += self.node_used0[i]
-                if not self.node_ok[i]:
-                    self.dom_unavail[d] += self.node_cap[i] - self.node_used0[i]
-                elif clean:
-                    self.dom_free[d] += self.node_free[i]
-                    self.dom_hist[d][self.node_free[i]] += 1
-                else:
-                    self.dom_tainted[d].append(i)
+        # Each node counts in its own domain; a child's id is larger than its parent's, so one pass from the
+        # last id down then carries every domain's totals into its parent.
+        for i, d in enumerate(node_dom):
+            self.dom_total[d] += self.node_cap[i]
+            self.dom_used0[d] += self.node_used0[i]
+            if not self.node_ok[i]:
+                self.dom_unavail[d] += self.node_cap[i] - self.node_used0[i]
+            elif not self.node_taints[i]:
+                self.dom_free[d] += self.node_free[i]
+                self.dom_hist[d][self.node_free[i]] += 1
+            else:
+                for a in self.node_path[i]:
+                    self.dom_tainted[a].append(i)
+        for d in range(n_dom - 1, ROOT, -1):
+            parent = self.dom_parent[d]
+            self.dom_total[parent] += self.dom_total[d]
+            self.dom_used0[parent] += self.dom_used0[d]
+            self.dom_unavail[parent] += self.dom_unavail[d]
+            self.dom_free[parent] += self.dom_free[d]
+            self.dom_hist[parent] = [a + b for a, b in zip(self.dom_hist[parent], self.dom_hist[d], strict=True)]
         self.cordoned = sum(1 for ok in self.node_ok if not ok)
         pairs = enumerate(zip(self.node_ok, self.node_taints, strict=True))
         self.tainted_nodes = [i for i, (ok, t) in pairs if ok and t]
         self.tainted = len(self.tainted_nodes)
         self.node_clean = [ok and not t for ok, t in zip(self.node_ok, self.node_taints, strict=True)]
-        # index[(ancestor, level)] = sorted [(free, rank, domain)] of real descendants at that level
-        self.index: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        # index[(ancestor, level)] = sorted keys of the real descendants at that level. A key is one int,
+        # ``free * stride + rank`` (see :meth:`key`), so the lists order by free GPUs then path and bisection and
+        # updates compare plain ints; :meth:`dom_of` and :meth:`free_of` decode a key.
+        self.stride = n_dom
+        self.index: dict[tuple[int, int], list[int]] = {}
         for d in self.dom_rank:
             if d == ROOT or not self.dom_real[d]:
                 continue
             lvl = self.dom_level[d]
             for a in self.dom_anc[d][:-1]:
-                self.index.setdefault((a, lvl), []).append((self.dom_free[d], rank[d], d))
+                self.index.setdefault((a, lvl), []).append(self.key(d))
         for lst in self.index.values():
             lst.sort()
+        # the index lists each domain appears in, so an update does not rebuild (ancestor, level) keys
+        self.dom_lists: list[list[list[int]]] = [
+            [self.index[(a, self.dom_level[d])] for a in self.dom_anc[d][:-1]]
+            if d != ROOT and self.dom_real[d] else []
+            for d in range(n_dom)
+        ]
         self.level_domains: list[list[int]] = [[] for _ in self.levels]
         for d in self.dom_rank:
             if d != ROOT and self.dom_real[d]:
@@ -143,7 +161,7 @@ class Tree:
         out = []
         for key in self.levels:
             v = labels.get(key)
-            if v is None or v == "":
+            if not v:
                 break
             out.append(v)
         return tuple(out)
@@ -166,38 +184,68 @@ class Tree:
         return self.dom_path[d][-1] or f"{self.dom_path[d][-2] if len(self.dom_path[d]) > 1 else 'pool'}/-"
 
     def change(self, deltas: Mapping[int, int]) -> None:
-        """Apply ``node -> GPUs taken (negative: released)``, keeping every aggregate and index current."""
-        touched: dict[int, int] = {}
-        hist = self.dom_hist
+        """Apply ``node -> GPUs taken (negative: released)``, keeping every aggregate and index current.
+
+        Nodes of one leaf domain share their ancestor chain, so histogram and free-GPU changes are summed per
+        chain first and each ancestor is updated once per call rather than once per node.
+        """
         free = self.node_free
+        clean = self.node_clean
+        node_path = self.node_path
+        moves: dict[tuple[int, ...], dict[int, int]] = {}
+        taken: dict[tuple[int, ...], int] = {}
         for n, delta in deltas.items():
             if not delta:
                 continue
             old = free[n]
             new = old - delta
             free[n] = new
-            if not self.node_clean[n]:
+            if not clean[n]:
                 continue
-            for d in self.node_path[n]:
+            path = node_path[n]
+            m = moves.get(path)
+            if m is None:
+                m = moves[path] = {}
+                taken[path] = 0
+            m[old] = m.get(old, 0) - 1
+            m[new] = m.get(new, 0) + 1
+            taken[path] += delta
+        hist = self.dom_hist
+        dom_delta: dict[int, int] = {}
+        for path, m in moves.items():
+            t = taken[path]
+            for d in path:
                 h = hist[d]
-                h[old] -= 1
-                h[new] += 1
-                if d not in touched:
-                    touched[d] = self.dom_free[d]
-                self.dom_free[d] -= delta
-        index = self.index
+                for bucket, count in m.items():
+                    h[bucket] += count
+                dom_delta[d] = dom_delta.get(d, 0) + t
+        dom_free = self.dom_free
         rank = self.rank
-        for d, before in touched.items():
-            after = self.dom_free[d]
-            if after == before or d == ROOT or not self.dom_real[d]:
+        stride = self.stride
+        lists = self.dom_lists
+        for d, delta in dom_delta.items():
+            if not delta:
                 continue
-            lvl = self.dom_level[d]
-            old_key = (before, rank[d], d)
-            new_key = (after, rank[d], d)
-            for a in self.dom_anc[d][:-1]:
-                lst = index[(a, lvl)]
-                del lst[bisect_left(lst, old_key)]
-                insort(lst, new_key)
+            before = dom_free[d]
+            after = dom_free[d] = before - delta
+            if lists[d]:
+                old_key = before * stride + rank[d]
+                new_key = after * stride + rank[d]
+                for lst in lists[d]:
+                    del lst[bisect_left(lst, old_key)]
+                    insort(lst, new_key)
+
+    def key(self, d: int) -> int:
+        """Domain ``d``'s position in the index: by free GPUs, then by path."""
+        return self.dom_free[d] * self.stride + self.rank[d]
+
+    def dom_of(self, key: int) -> int:
+        """The domain of an index key."""
+        return self.dom_rank[key % self.stride]
+
+    def free_of(self, key: int) -> int:
+        """The free GPUs recorded in an index key."""
+        return key // self.stride
 
     def inside(self, d: int, region: int) -> bool:
         """Whether domain ``d`` lies in ``region`` (or is it)."""
