@@ -168,17 +168,29 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
     """Collect the packer's state into a :class:`PlacementPlan`."""
     levels = tree.levels
     gangs: dict[str, GangPlacement] = {}
+    # Nodes of one domain share their ancestors, so the per-level view is cached per node's own domain.
     level_cache: dict[int, list[int]] = {}
+    node_path = tree.node_path
 
     def by_level(node: int) -> list[int]:
         """The node's real domain at every level (-1 where it has none)."""
-        got = level_cache.get(node)
+        path = node_path[node]
+        got = level_cache.get(path[0])
         if got is None:
             got = [-1] * len(levels)
-            for d in tree.node_path[node]:
+            for d in path:
                 if tree.dom_real[d] and tree.dom_level[d] >= 0:
                     got[tree.dom_level[d]] = d
-            level_cache[node] = got
+            level_cache[path[0]] = got
+        return got
+
+    domain_label: dict[tuple[int, int], str] = {}
+
+    def domain_name(li: int, dom: int) -> str:
+        """``level=value`` of a domain, built once per domain."""
+        got = domain_label.get((li, dom))
+        if got is None:
+            got = domain_label[(li, dom)] = f"{levels[li]}={tree.dom_path[dom][-1]}"
         return got
 
     planned_node: dict[int, int] = {}
@@ -213,6 +225,7 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
         pod_nodes: dict[str, str] = {}
         pod_domain: dict[str, str] = {}
         finest: dict[int, int] = {}
+        counts: list[dict[int, int]] = [{} for _ in levels]
         for pod in sorted(asg, key=lambda p: gang.pod_names[p]):
             node = asg[pod]
             name = gang.pod_names[pod]
@@ -227,18 +240,17 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
             for li in range(min(lvl, len(levels) - 1), -1, -1):
                 dom = per_level[li]
                 if dom >= 0:
-                    pod_domain[name] = f"{levels[li]}={tree.dom_path[dom][-1]}"
+                    pod_domain[name] = domain_name(li, dom)
                     break
+            for li, dom in enumerate(per_level):
+                c = counts[li]
+                c[dom] = c.get(dom, 0) + 1
         span: dict[str, int] = {}
         cuts: dict[str, int] = {}
-        for li, label in enumerate(levels):
-            counts: dict[int, int] = {}
-            for node in asg.values():
-                d = by_level(node)[li]
-                counts[d] = counts.get(d, 0) + 1
-            k = sum(counts.values())
-            span[label] = len(counts)
-            cuts[label] = (k * k - sum(c * c for c in counts.values())) // 2
+        for li, level_label in enumerate(levels):
+            k = sum(counts[li].values())
+            span[level_label] = len(counts[li])
+            cuts[level_label] = (k * k - sum(c * c for c in counts[li].values())) // 2
         gangs[gang.demand.key] = GangPlacement(
             gang.demand.key, gang.demand.display, gang.need, True, None, sub_domains, pod_nodes, pod_domain,
             span, cuts, gang.idx in packer.moved,
