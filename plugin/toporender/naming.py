@@ -38,6 +38,8 @@ def dns_label(text: str, max_len: int = 63, *, hash_source: str | None = None) -
     ``hash_source`` forces a suffix derived from it (used to split names that collide once
     sanitised, e.g. ``A_b`` and ``a-b``).
     """
+    if hash_source is None and len(text) <= max_len and "--" not in text and DNS_LABEL.match(text):
+        return text
     base = _DASHES.sub("-", _INVALID.sub("-", text.lower())).strip("-")
     if hash_source is None and base and len(base) <= max_len:
         return base

@@ -216,17 +216,59 @@ def compiled(template: Any) -> Callable[[Mapping[str, Any]], Any]:
 
 
 def _compile_tree(value: Any, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
+    """A function that renders ``value`` with the given variables into fresh dicts and lists.
+
+    Constant scalars are copied along with their container (``dict.copy``); only strings with
+    ``{`` and nested containers are visited per call, which is what makes a template cheap to
+    apply to thousands of pods.
+    """
     if isinstance(value, str):
-        if "{" not in value:
-            return lambda variables: value
-        return lambda variables: _render_string(value, variables, path)
-    if isinstance(value, list):
-        items = [_compile_tree(v, path + (i,)) for i, v in enumerate(value)]
-        return lambda variables: [f(variables) for f in items]
-    if isinstance(value, dict):
-        fields = [(k, _compile_tree(v, path + (k,))) for k, v in value.items()]
-        return lambda variables: {k: f(variables) for k, f in fields}
+        return _compile_string(value, path)
+    if isinstance(value, (dict, list)):
+        slots = value.items() if isinstance(value, dict) else enumerate(value)
+        dynamic = [(k, _compile_tree(v, path + (k,))) for k, v in slots
+                   if isinstance(v, (dict, list)) or (isinstance(v, str) and "{" in v)]
+        static = dict(value) if isinstance(value, dict) else list(value)
+        if not dynamic:
+            return lambda variables: static.copy()
+
+        def render(variables: Mapping[str, Any]) -> Any:
+            out = static.copy()
+            for k, f in dynamic:
+                out[k] = f(variables)
+            return out
+
+        return render
     return lambda variables: value
+
+
+def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
+    """Plain ``{{ NAME }}`` references become a lookup or a ``str.format_map``; anything else, or a
+    name that is not defined, goes through Jinja (which also words the error)."""
+    if "{" not in value:
+        return lambda variables: value
+    parts = _simple(value)
+    if parts is None:
+        return lambda variables: _render_string(value, variables, path)
+    if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
+        name = parts[1]
+
+        def whole(variables: Mapping[str, Any]) -> Any:
+            if name not in variables:
+                return _render_string(value, variables, path)
+            return _jsonable(variables[name], path)
+
+        return whole
+    fmt = "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}"
+                  for i, p in enumerate(parts))
+
+    def joined(variables: Mapping[str, Any]) -> Any:
+        try:
+            return fmt.format_map(variables)
+        except KeyError:
+            return _render_string(value, variables, path)
+
+    return joined
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -258,8 +300,10 @@ def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
         for k, v in patch.items():
             if v is None:
                 out.pop(k, None)
+            elif isinstance(v, (dict, list)) and k in out:
+                out[k] = merge_pod(out[k], v, k)
             else:
-                out[k] = merge_pod(out.get(k), v, k)
+                out[k] = v
         return out
     if isinstance(patch, list) and isinstance(base, list):
         if base and patch and _named(base) and _named(patch):
