@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 invalid input (message on stderr, nothing on stdout), 2 usag
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from typing import Any
@@ -59,5 +60,12 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    The process builds a few million small dicts and lists (10,000 Pods are about 0.4 million
+    containers), none of them in a reference cycle, and then exits. Python's cyclic garbage
+    collector would walk them again and again as they pile up, a quarter of a large render's time,
+    with nothing to free, so it is off for the process; reference counting still frees everything.
+    """
+    gc.disable()
     return cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="toporender")
