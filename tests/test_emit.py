@@ -222,3 +222,18 @@ def test_go_parser_reads_every_tricky_string_back(tmp_path: Path) -> None:
     back = yaml.load(out, Loader=yaml.BaseLoader)
     assert back["data"] == data
     assert back["metadata"]["labels"] == labels
+
+
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=2**63, max_value=2**70),
+                         st.floats(), st.floats(min_value=-1e-3, max_value=1e-3), strings)
+json_data = st.recursive(json_scalars, lambda inner: st.one_of(st.lists(inner, max_size=5),
+                                                               st.dictionaries(strings, inner, max_size=5)),
+                         max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(strings, json_data, max_size=6), max_size=4))
+def test_json_stream_is_byte_for_byte_the_standard_encoders(objects: list[dict[str, Any]]) -> None:
+    """The fast encoder is only an accelerator: floats, inf/nan and huge ints fall back to json's own output."""
+    expected = "".join(json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n" for o in objects)
+    assert dump_json(objects) == expected

@@ -214,16 +214,36 @@ def dump_yaml(objects: list[dict[str, Any]]) -> str:
     return "".join(writer.out)
 
 
-# One encoder for the whole stream. Rendered objects are trees we built ourselves, so the
-# per-container cycle bookkeeping of json.dumps (a third of its time here) buys nothing; a
-# cycle would still fail, with RecursionError.
+# The encoder for what orjson writes differently: one shared encoder without cycle checks, as
+# rendered objects are trees we built ourselves.
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+# orjson writes 1e-9 for 1e-09 and 0.00001 for 1e-05, and null for inf and nan; a line with any
+# of these (or with an innocent look-alike) is encoded again by the standard encoder.
+# (Separate tests: a regex that starts with a literal runs at memory speed, an alternation does not.)
+_NEGATIVE_EXPONENT = re.compile(rb"e-(?<=[0-9]e-)[0-9]")
+
+
+def _orjson_differs(line: bytes) -> bool:
+    return b"null" in line or b"0.0000" in line or _NEGATIVE_EXPONENT.search(line) is not None
 
 
 def dump_json(objects: list[dict[str, Any]]) -> str:
-    """One compact JSON object per line."""
-    encode = _JSON.encode
-    return "".join([encode(o) + "\n" for o in objects])
+    """One compact JSON object per line, byte for byte ``json.dumps(ensure_ascii=False, separators=(",", ":"))``.
+
+    orjson writes the same bytes about five times faster except for the cases above and ints
+    beyond 64 bits (which it refuses); tests compare both encoders on generated data.
+    """
+    import orjson
+
+    lines: list[str] = []
+    for obj in objects:
+        try:
+            line = orjson.dumps(obj)
+        except TypeError:
+            lines.append(_JSON.encode(obj))
+            continue
+        lines.append(_JSON.encode(obj) if _orjson_differs(line) else line.decode())
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def dump(objects: list[dict[str, Any]], fmt: str) -> str:
