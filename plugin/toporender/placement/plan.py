@@ -140,15 +140,16 @@ def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _lca_path(tree: Tree, nodes: list[int]) -> list[int]:
-    """Real domains (coarsest first) shared by all ``nodes``."""
-    if not nodes:
+def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
+    """Real domains (coarsest first) that contain all of the domains ``owns``."""
+    if not owns:
         return []
-    paths = {tree.node_path[n] for n in nodes}
-    first = next(iter(paths))
+    chains = [tree.dom_anc[o] for o in owns]
+    first = chains[0]
     out = []
-    for d in reversed(first[:-1]):
-        if all(d in p for p in paths) and tree.dom_real[d]:
+    for depth in range(1, len(first)):
+        d = first[depth]
+        if all(len(c) > depth and c[depth] == d for c in chains) and tree.dom_real[d]:
             out.append(d)
         else:
             break
@@ -168,32 +169,37 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
     """Collect the packer's state into a :class:`PlacementPlan`."""
     levels = tree.levels
     gangs: dict[str, GangPlacement] = {}
-    # Nodes of one domain share their ancestors, so the per-level view is cached per node's own domain.
-    level_cache: dict[int, list[int]] = {}
+    # Nodes of one domain share their ancestors, so everything derived from a node's position is computed once
+    # per node domain (the node's own, finest domain) and cached.
+    views: dict[int, list[int]] = {}
+    names: dict[tuple[int, int], str] = {}
     node_path = tree.node_path
 
-    def by_level(node: int) -> list[int]:
-        """The node's real domain at every level (-1 where it has none)."""
-        path = node_path[node]
-        got = level_cache.get(path[0])
+    def by_level(own: int) -> list[int]:
+        """The real domain at every level (-1 where there is none) of the nodes whose own domain is ``own``."""
+        got = views.get(own)
         if got is None:
             got = [-1] * len(levels)
-            for d in path:
+            for d in tree.dom_anc[own]:
                 if tree.dom_real[d] and tree.dom_level[d] >= 0:
                     got[tree.dom_level[d]] = d
-            level_cache[path[0]] = got
+            views[own] = got
         return got
 
-    domain_label: dict[tuple[int, int], str] = {}
-
-    def domain_name(li: int, dom: int) -> str:
-        """``level=value`` of a domain, built once per domain."""
-        got = domain_label.get((li, dom))
+    def domain_name(own: int, finest: int) -> str:
+        """``level=value`` of the finest real domain at or above level ``finest`` ('' if there is none)."""
+        got = names.get((own, finest))
         if got is None:
-            got = domain_label[(li, dom)] = f"{levels[li]}={tree.dom_path[dom][-1]}"
+            got = ""
+            view = by_level(own)
+            for li in range(min(finest, len(levels) - 1), -1, -1):
+                if view[li] >= 0:
+                    got = f"{levels[li]}={tree.dom_path[view[li]][-1]}"
+                    break
+            names[(own, finest)] = got
         return got
 
-    planned_node: dict[int, int] = {}
+    planned_own: dict[int, int] = {}  # GPUs planned per node domain
     unit = 0
     requested = placed_gpus = 0
     for gang in packer.gangs:
@@ -211,8 +217,9 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
             continue
         placed_gpus += gang.need
         asg = packer.assign.get(gang.idx, {})
-        for pod, node in asg.items():
-            planned_node[node] = planned_node.get(node, 0) + gang.pod_gpus[pod]
+        own_of = {pod: node_path[node][0] for pod, node in asg.items()}
+        for pod, own in own_of.items():
+            planned_own[own] = planned_own.get(own, 0) + gang.pod_gpus[pod]
         leaf_of = {}
         for gi, g in enumerate(gang.groups):
             for p in g.pods:
@@ -220,12 +227,12 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
         sub_domains: dict[str, dict[str, str]] = {}
         for gi, g in enumerate(gang.groups):
             members = _subtree_pods(gang, gi)
-            path = _lca_path(tree, [asg[p] for p in members if p in asg])
+            path = _lca_path(tree, {own_of[p] for p in members if p in own_of})
             sub_domains[g.name] = {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
         pod_nodes: dict[str, str] = {}
         pod_domain: dict[str, str] = {}
         finest: dict[int, int] = {}
-        counts: list[dict[int, int]] = [{} for _ in levels]
+        per_own: dict[int, int] = {}
         for pod in sorted(asg, key=lambda p: gang.pod_names[p]):
             node = asg[pod]
             name = gang.pod_names[pod]
@@ -234,31 +241,31 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
             lvl = finest.get(gi)
             if lvl is None:
                 lvl = finest[gi] = _finest_level(gang, gi)
-            if lvl < 0:
-                lvl = len(levels) - 1
-            per_level = by_level(node)
-            for li in range(min(lvl, len(levels) - 1), -1, -1):
-                dom = per_level[li]
-                if dom >= 0:
-                    pod_domain[name] = domain_name(li, dom)
-                    break
-            for li, dom in enumerate(per_level):
-                c = counts[li]
-                c[dom] = c.get(dom, 0) + 1
+                if lvl < 0:
+                    lvl = finest[gi] = len(levels) - 1
+            own = own_of[pod]
+            where = domain_name(own, lvl)
+            if where:
+                pod_domain[name] = where
+            per_own[own] = per_own.get(own, 0) + 1
         span: dict[str, int] = {}
         cuts: dict[str, int] = {}
         for li, level_label in enumerate(levels):
-            k = sum(counts[li].values())
-            span[level_label] = len(counts[li])
-            cuts[level_label] = (k * k - sum(c * c for c in counts[li].values())) // 2
+            counts: dict[int, int] = {}
+            for own, k in per_own.items():
+                d = by_level(own)[li]
+                counts[d] = counts.get(d, 0) + k
+            k = sum(counts.values())
+            span[level_label] = len(counts)
+            cuts[level_label] = (k * k - sum(c * c for c in counts.values())) // 2
         gangs[gang.demand.key] = GangPlacement(
             gang.demand.key, gang.demand.display, gang.need, True, None, sub_domains, pod_nodes, pod_domain,
             span, cuts, gang.idx in packer.moved,
         )
 
     planned = [0] * len(tree.dom_path)
-    for node, gpus in planned_node.items():
-        for d in tree.node_path[node]:
+    for own, gpus in planned_own.items():
+        for d in tree.dom_anc[own]:
             planned[d] += gpus
     domains: list[DomainUsage] = []
     stats: list[LevelStats] = []
