@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toporender.errors import Diagnostic, Position, UserError, fail
-from toporender.yamlsource import Document, Loc, load_file
+
+if TYPE_CHECKING:
+    # only for annotations: the YAML reader is imported where a file is read, so packing an inventory built in
+    # memory does not pay for loading it
+    from toporender.yamlsource import Document, Loc
 
 API_VERSION = "toporender.dev/v1alpha1"
 KIND = "NodeInventory"
@@ -228,6 +232,8 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], dict[str, Position
 
 def load_inventory(path: Path, display: str) -> Inventory:
     """Load an inventory file; ``display`` is the path shown in messages."""
+    from toporender.yamlsource import load_file
+
     docs = load_file(path, display)
     nodes, positions = _read(docs)
     if not nodes:
