@@ -5,6 +5,7 @@ line with placed GPUs, the packing time and the plan hash."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import sys
@@ -38,16 +39,25 @@ def inventory(gpus: int, seed: int = 1) -> Inventory:
 
 
 def gangs(count: int, seed: int = 2) -> list[GangDemand]:
-    """Gangs of 1-4 rack-bound subgroups (2-18 whole-node pods each) inside one block; ~100 GPUs on average."""
+    """Gangs of 1-4 rack-bound subgroups (2-18 whole-node pods each) inside one block; ~100 GPUs on average.
+
+    Demands are immutable, so gangs share their equal subgroups (the same names and pod counts) instead of
+    building a million equal pod records at the largest size.
+    """
     rng = random.Random(seed)
+    shared: dict[tuple[int, int], SubgroupDemand] = {}
     out = []
     for i in range(count):
         subs, pods, pod_sub = [], [], []
         for s in range(rng.randint(1, 4)):
-            sp = tuple(PodDemand(f"s{s}-{j}", 4) for j in range(rng.randint(2, 18)))
-            subs.append(SubgroupDemand(f"s{s}", None, LevelConstraint("rack"), sp))
-            pods.extend(sp)
-            pod_sub.extend((p.name, f"s{s}") for p in sp)
+            k = rng.randint(2, 18)
+            sub = shared.get((s, k))
+            if sub is None:
+                pods_k = tuple(PodDemand(f"s{s}-{j}", 4) for j in range(k))
+                sub = shared[(s, k)] = SubgroupDemand(f"s{s}", None, LevelConstraint("rack"), pods_k)
+            subs.append(sub)
+            pods.extend(sub.pods)
+            pod_sub.extend((p.name, sub.name) for p in sub.pods)
         out.append(GangDemand(f"g{i:05d}", f"g{i:05d}", LevelConstraint("block", "rack"), tuple(subs),
                               tuple(pods), tuple(pod_sub)))
     return out
@@ -59,6 +69,8 @@ def main() -> None:
     ap.add_argument("--gangs", type=int, required=True)
     ap.add_argument("--algo", choices=("ours", "baseline"), default="ours")
     args = ap.parse_args()
+    # like the toporender console entry point, the whole process runs without the cyclic garbage collector
+    gc.disable()
     inv = inventory(args.gpus)
     gs = gangs(args.gangs)
     start = time.perf_counter()
