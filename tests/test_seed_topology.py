@@ -9,6 +9,7 @@ top-level constraint) the collapsed form is expected.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, run_cli, write_repo
+from toporender.naming import uid_text
 from toporender.render import render_repo
 
 SEED = FIXTURES / "seed"
@@ -71,3 +73,9 @@ def test_seed_case_4_5_order_does_not_matter(tmp_path: Path) -> None:
     b = run_cli("render", str(case_repo(tmp_path / "b", {**case, "workflow": swapped})))
     assert a.code == b.code == 0
     assert a.stdout == b.stdout
+
+
+@pytest.mark.parametrize("name", ["a", "s0-r0-w0", "Task_With.Dots", "ünïcode", ""])
+def test_uid_text_is_the_uuid5_string(name: str) -> None:
+    parent = uuid.uuid5(uuid.NAMESPACE_DNS, "toporender.dev")
+    assert uid_text(parent, name) == str(uuid.uuid5(parent, name))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from toporender.errors import DiagnosticSink, Position, fail
 from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
-from toporender.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, workflow_uuid
+from toporender.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, uid_text, workflow_uuid
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
 from toporender.topology import GroupTopology, expand_group
 from toporender.yamlsource import Loc
@@ -156,7 +156,7 @@ def _check_names(wf: WorkflowFile, sink: DiagnosticSink) -> None:
 def _task(t: TaskSpec, wf: WorkflowFile, group_uuid: uuid.UUID) -> Task:
     label = dns_label(t.name)
     return Task(spec=t, resource=wf.resources.get(t.resource) or ResourceSpec(),
-                uuid=str(uid(group_uuid, normalize(t.name))), pod_name=dns_label(f"{wf.name}-{t.name}"),
+                uuid=uid_text(group_uuid, normalize(t.name)), pod_name=dns_label(f"{wf.name}-{t.name}"),
                 hostname=label, container=label)
 
 

@@ -60,6 +60,15 @@ def uid(parent: uuid.UUID, name: str) -> uuid.UUID:
     return uuid.uuid5(parent, name)
 
 
+def uid_text(parent: uuid.UUID, name: str) -> str:
+    """``str(uuid.uuid5(parent, name))`` without building a UUID object (one per task adds up)."""
+    digest = bytearray(hashlib.sha1(parent.bytes + name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def workflow_uuid(namespace: str, workflow: str) -> uuid.UUID:
     return uid(TOPORENDER_NS, f"{namespace}/{normalize(workflow)}")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from toporender.errors import DiagnosticSink
-from toporender.models import PoolConfig
+from toporender.models import PoolConfig, ResourceSpec, TopologyKey
 from toporender.naming import unique_names
 from toporender.repo import WorkflowFile, WorkflowGroup
 from toporender.yamlsource import Loc
@@ -95,42 +95,55 @@ def _merge(c: Constraint, node: _Node) -> Constraint:
     return Constraint(c.required, node.label)
 
 
+def _requirements(wf: WorkflowFile, resource: str, res: ResourceSpec, pool_name: str, levels: list[TopologyKey],
+                  index: dict[str, int], sink: DiagnosticSink) -> list[tuple[int, str, bool, Loc]]:
+    """(level index, group, required, location) of one resource's requirements, coarsest first.
+
+    Worked out once per resource: every task naming the resource shares the result.
+    """
+    res_loc = wf.resources_loc
+    reqs: list[tuple[int, str, bool, Loc]] = []
+    seen: dict[str, Loc] = {}
+    for i, req in enumerate(res.topology):
+        rloc = res_loc + (resource, "topology", i)
+        if not levels:
+            sink.error(
+                f"resource '{resource}' asks for topology key '{req.key}' but pool '{pool_name}' has no "
+                "topology_keys; add topology_keys to the pool in toporender.yaml or remove the requirement",
+                wf.pos(rloc))
+            continue
+        if req.key not in index:
+            valid = ", ".join(k.key for k in levels)
+            sink.error(f"topology key '{req.key}' is not defined in pool '{pool_name}'; valid keys: {valid}",
+                       wf.pos(rloc + ("key",)))
+            continue
+        if req.key in seen:
+            sink.error(f"topology key '{req.key}' appears twice in resource '{resource}'; keep one entry",
+                       wf.pos(rloc + ("key",)))
+            continue
+        seen[req.key] = rloc
+        reqs.append((index[req.key], req.group, req.requirementType == "required", rloc))
+    reqs.sort(key=lambda r: r[0])
+    return reqs
+
+
 def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: PoolConfig,
                  sink: DiagnosticSink) -> GroupTopology:
     """Validate the group's topology requirements (seed 6.x) and build its gang structure."""
     levels = pool.topology_keys
     index = {k.key: i for i, k in enumerate(levels)}
     resources = wf.resources
-    res_loc = wf.resources_loc
     errors_before = len(sink.errors)
 
     per_task: list[tuple[str, list[tuple[int, str, bool, Loc]]]] = []
+    by_resource: dict[str, list[tuple[int, str, bool, Loc]]] = {}
     for task in group.spec.tasks:
         res = resources.get(task.resource)
         if res is None:
             continue  # reported by the workflow checks
-        reqs: list[tuple[int, str, bool, Loc]] = []
-        seen: dict[str, Loc] = {}
-        for i, req in enumerate(res.topology):
-            rloc = res_loc + (task.resource, "topology", i)
-            if not levels:
-                sink.error(
-                    f"resource '{task.resource}' asks for topology key '{req.key}' but pool '{pool_name}' has no "
-                    "topology_keys; add topology_keys to the pool in toporender.yaml or remove the requirement",
-                    wf.pos(rloc))
-                continue
-            if req.key not in index:
-                valid = ", ".join(k.key for k in levels)
-                sink.error(f"topology key '{req.key}' is not defined in pool '{pool_name}'; valid keys: {valid}",
-                           wf.pos(rloc + ("key",)))
-                continue
-            if req.key in seen:
-                sink.error(f"topology key '{req.key}' appears twice in resource '{task.resource}'; keep one entry",
-                           wf.pos(rloc + ("key",)))
-                continue
-            seen[req.key] = rloc
-            reqs.append((index[req.key], req.group, req.requirementType == "required", rloc))
-        reqs.sort(key=lambda r: r[0])
+        reqs = by_resource.get(task.resource)
+        if reqs is None:
+            reqs = by_resource[task.resource] = _requirements(wf, task.resource, res, pool_name, levels, index, sink)
         per_task.append((task.name, reqs))
     if len(sink.errors) > errors_before:
         return GroupTopology(Constraint())
