@@ -24,10 +24,11 @@ _IMPLICIT = Resolver.yaml_implicit_resolvers
 
 # Plain scalars other parsers read as non-strings although PyYAML does not: YAML 1.1 short
 # booleans (Go yaml.v2), YAML 1.2 / Go numbers (exponent without dot or sign, leading zeros,
-# 0o/0x/0b), infinities and NaNs in any spelling.
+# 0o/0x/0b), infinities and NaNs in any spelling, and digit-less "_" or "-_" (ruamel's YAML 1.2
+# int pattern accepts them and then fails to convert).
 _OTHER_PARSERS = re.compile(
     r"[yYnN]"
-    r"|[-+]?(?:\.[0-9_]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9_]+)?"
+    r"|[-+]?(?:\.[0-9_]+|[0-9_]+(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9_]+)?"
     r"|[-+]?0[bBoOxX][0-9a-fA-F_]*"
     r"|[-+]?\.?(?:inf|infinity|nan)",
     re.IGNORECASE,
