@@ -8,7 +8,7 @@ Two input shapes are accepted: the compact ``NodeInventory`` form that ``toporen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,7 +69,31 @@ class Inventory:
 
     @staticmethod
     def of(nodes: Iterable[Node], source: str = "", positions: Mapping[str, Position] | None = None) -> Inventory:
-        return Inventory(tuple(sorted(nodes, key=lambda n: n.name)), source, dict(positions or {}))
+        return Inventory(tuple(sorted(nodes, key=lambda n: n.name)), source, positions if positions is not None else {})
+
+
+class NodePositions(Mapping[str, Position]):
+    """Node name -> where the node is written, worked out only when a message asks.
+
+    A position needs the exact YAML loader's second pass over the file; an inventory of tens of
+    thousands of nodes should not pay for it when nothing is wrong.
+    """
+
+    def __init__(self) -> None:
+        self._where: dict[str, tuple[Document, Loc]] = {}
+
+    def add(self, name: str, doc: Document, loc: Loc) -> None:
+        self._where[name] = (doc, loc)
+
+    def __getitem__(self, name: str) -> Position:
+        doc, loc = self._where[name]
+        return doc.pos(loc)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
 
 
 def tolerates(tolerations: Iterable[tuple[str, str | None, str | None]], taint: Taint) -> bool:
@@ -182,8 +206,8 @@ def nodes_from_documents(documents: Iterable[Document]) -> list[Node]:
     return _read(documents)[0]
 
 
-def _read(documents: Iterable[Document]) -> tuple[list[Node], dict[str, Position]]:
-    positions: dict[str, Position] = {}
+def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
+    positions = NodePositions()
     diags: list[Diagnostic] = []
     nodes: list[Node] = []
     seen: dict[str, Document] = {}
@@ -223,7 +247,7 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], dict[str, Position
                 diags.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
                 continue
             seen[node.name] = doc
-            positions[node.name] = doc.pos(loc)
+            positions.add(node.name, doc, loc)
             nodes.append(node)
     if diags:
         raise UserError(diags)
