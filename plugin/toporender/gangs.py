@@ -7,7 +7,10 @@ resources, topology), so packing and the backends never look at raw input again.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
 
 from toporender.errors import DiagnosticSink, Position, fail
 from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
@@ -57,13 +60,13 @@ class Gang:
     def podgroup_name(self) -> str:
         return self.uuid
 
-    @property
-    def labels(self) -> dict[str, str]:
-        """Labels we put on every object of the gang (ours win over templates)."""
-        return {
+    @cached_property
+    def labels(self) -> Mapping[str, str]:
+        """Labels we put on every object of the gang (ours win over templates); read-only, shared."""
+        return MappingProxyType({
             "toporender.dev/workflow": self.workflow.name,
             "toporender.dev/group": self.name,
-        }
+        })
 
 
 def resolve_namespace(config: RepoConfig, override: str | None) -> str:
