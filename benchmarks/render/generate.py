@@ -1,9 +1,11 @@
 """Deterministic generator of the render benchmark repo: 40 workflows, 10,000 Pods in total.
 
 The shape is what the render path sees in production: one KAI pool with a two-level topology
-(zone, NVLink clique), a ComputeDomain group template and a pod template applied to every pod,
-task groups whose replicas each form a clique-bound subgroup inside one zone. Nothing is random,
-so every run renders byte-identical output.
+(zone, NVLink clique), a ComputeDomain group template and two pod templates applied to every pod,
+task groups whose replicas each form a clique-bound subgroup inside one zone, and a committed
+node inventory (4 zones x 90 NVL72-style racks of 18 nodes x 4 GPUs, 25,920 GPUs for the 20,000
+the pods ask for), so the packer places every gang and annotates its intended domains. Nothing is
+random, so every run renders byte-identical output.
 
 Run ``python benchmarks/render/generate.py DIR`` to write the repo into DIR.
 """
@@ -18,11 +20,17 @@ GROUPS_PER_WORKFLOW = 5
 REPLICAS_PER_GROUP = 5
 PODS_PER_REPLICA = 10
 TOTAL_PODS = WORKFLOWS * GROUPS_PER_WORKFLOW * REPLICAS_PER_GROUP * PODS_PER_REPLICA
+GPUS_PER_POD = 2
+ZONES = "abcd"
+RACKS_PER_ZONE = 90
+NODES_PER_RACK = 18
+GPUS_PER_NODE = 4
 
 CONFIG = """\
 namespace: ml-training
 submitted_by: platform-team
 default_pool: gb200
+inventory: inventory/nodes.yaml
 pools:
   gb200:
     description: GB200 NVL72 racks in zones, IMEX channels via ComputeDomain
@@ -85,14 +93,14 @@ def workflow(w: int) -> str:
                 lead = ", lead: true" if r == 0 and p == 0 else ""
                 lines.append(f"    - {{name: s{g}-r{r}-w{p}, resource: replica-{r}{lead},")
                 lines.append("       image: 'nvcr.io/nvidia/pytorch:24.10-py3',")
-                lines.append("       command: [torchrun], args: ['--nnodes=50', '--nproc-per-node=4', train.py],")
+                lines.append("       command: [torchrun], args: ['--nnodes=50', '--nproc-per-node=2', train.py],")
                 lines.append(f"       env: {{NCCL_DEBUG: WARN, STAGE: '{g}', RANK_OFFSET: '{r * PODS_PER_REPLICA}'}}}}")
     lines.append("  resources:")
     for r in range(REPLICAS_PER_GROUP):
         lines += [
             f"    replica-{r}:",
             "      cpu: 64",
-            "      gpu: 4",
+            f"      gpu: {GPUS_PER_POD}",
             "      memory: 480Gi",
             "      storage: 200Gi",
             "      topology:",
@@ -102,10 +110,25 @@ def workflow(w: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def inventory() -> str:
+    """The compact node inventory, one node per line."""
+    lines = ["apiVersion: toporender.dev/v1alpha1", "kind: NodeInventory", "nodes:"]
+    for zone in ZONES:
+        for rack in range(RACKS_PER_ZONE):
+            for node in range(NODES_PER_RACK):
+                lines.append(
+                    f"- {{name: gb200-{zone}-r{rack:03d}-n{node:02d}, gpus: {GPUS_PER_NODE}, labels: "
+                    f"{{topology.kubernetes.io/zone: zone-{zone}, nvidia.com/gpu.clique: clique-{zone}-{rack:03d}, "
+                    "nvidia.com/gpu.product: NVIDIA-GB200}}")
+    return "\n".join(lines) + "\n"
+
+
 def generate(root: Path) -> Path:
     """Write the repo under ``root`` (created if needed) and return it."""
     (root / "workflows").mkdir(parents=True, exist_ok=True)
+    (root / "inventory").mkdir(exist_ok=True)
     (root / "toporender.yaml").write_text(CONFIG)
+    (root / "inventory" / "nodes.yaml").write_text(inventory())
     for w in range(WORKFLOWS):
         (root / "workflows" / f"train-{w:02d}.yaml").write_text(workflow(w))
     return root
