@@ -128,3 +128,15 @@ def test_generated_documents_read_the_same(tree: dict[str, Any], style: str) -> 
     text = block(tree, 0) if style == "block" else flow(tree) + "\n"
     fast, exact = both(text)
     assert fast == exact, text
+
+
+@pytest.mark.parametrize("text", [
+    "- " * 100_000 + "x\n",  # 200 KB that would overflow yaml-rs's stack
+    "a:\n" + "- " * 100_000 + "x\n",
+    "".join(" " * i + "k:\n" for i in range(250)),
+], ids=["compact sequences", "compact sequences under a key", "indented mappings"])
+def test_deep_block_nesting_goes_to_the_exact_loader(text: str) -> None:
+    assert not fast_taken(text)
+    fast, exact = both(text)
+    assert fast == exact
+    assert fast[0] == "error" and "nesting deeper than" in fast[1][0]

@@ -42,6 +42,10 @@ _RISKY_INT = re.compile(r"0(?<![\w.]0)(?<![\w.][-+]0)[0-9_o]")
 # Floats YAML 1.1 reads differently: an exponent without a dot or a sign, a signed .nan.
 _RISKY_FLOAT = re.compile(r"[eE](?<=[0-9._][eE])[-+]?[0-9]|[-+]\.(?:nan|NaN|NAN)")
 # First characters of the plain scalars the exact loader reads as something other than a string.
+# yaml-rs limits flow nesting itself but recurses without limit through block nesting, and a few
+# hundred kilobytes of "- - - ..." would overflow the stack; block nesting needs a line whose
+# leading run of spaces and "-" grows with the depth, so long runs go to the exact loader.
+_DEEP_BLOCK = re.compile(r"\n[ -]{200}")  # starts with a literal: a fast scan
 _MAYBE_NOT_STRING = frozenset("-+.0123456789~=<yYnNtTfFoO")
 _COLLECTIONS = frozenset((dict, list))
 _STR = {str}
@@ -93,6 +97,8 @@ def _needs_exact(text: str) -> bool:
     Plain substring tests first: they run at memory speed, and most files contain none of these.
     """
     if text.startswith(("---", "...")) or text.endswith("?") or any(s in text for s in _EXACT_ANYWHERE):
+        return True
+    if _DEEP_BLOCK.search(text) or _DEEP_BLOCK.match("\n" + text[:200]):
         return True
     if not text.isascii() and any(s in text for s in _EXACT_NON_ASCII):
         return True
