@@ -24,6 +24,7 @@ on generated documents.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,10 @@ _INDICATORS = "&*!%@`"
 _AT_NODE_START = {c: re.compile(r"(?:^|[-?:,\[{ ])" + re.escape(c), re.M) for c in _INDICATORS}
 # Ints YAML 1.1 reads differently: leading zeros (octal there, decimal in 1.2) and 0o (1.2 only).
 _RISKY_INT = re.compile(r"0(?<![\w.]0)(?<![\w.][-+]0)[0-9_o]")
+# Python refuses to read ints longer than sys.get_int_max_str_digits() (3.11+) and so does the
+# exact loader; yaml-rs does not.
+_MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+_LONG_INT = re.compile(rf"[0-9][0-9_]{{{_MAX_DIGITS}}}") if _MAX_DIGITS else None
 # Floats YAML 1.1 reads differently: an exponent without a dot or a sign, a signed .nan.
 _RISKY_FLOAT = re.compile(r"[eE](?<=[0-9._][eE])[-+]?[0-9]|[-+]\.(?:nan|NaN|NAN)")
 # First characters of the plain scalars the exact loader reads as something other than a string.
@@ -86,7 +91,9 @@ def load_plain(text: str, exact_scalar: Callable[[str], Any], *, max_nodes: int,
     numbers = _agrees(data, text, exact_scalar, max_nodes, max_depth)
     if numbers is None:
         return UNSURE
-    if (int in numbers and _RISKY_INT.search(text)) or (float in numbers and _RISKY_FLOAT.search(text)):
+    if int in numbers and (_RISKY_INT.search(text) or (_LONG_INT is not None and _LONG_INT.search(text))):
+        return UNSURE
+    if float in numbers and _RISKY_FLOAT.search(text):
         return UNSURE
     return data
 
@@ -99,6 +106,8 @@ def _needs_exact(text: str) -> bool:
     if text.startswith(("---", "...")) or text.endswith("?") or any(s in text for s in _EXACT_ANYWHERE):
         return True
     if _DEEP_BLOCK.search(text) or _DEEP_BLOCK.match("\n" + text[:200]):
+        return True
+    if not text.replace("\n", " ").isprintable():  # control characters: libyaml refuses them
         return True
     if not text.isascii() and any(s in text for s in _EXACT_NON_ASCII):
         return True
