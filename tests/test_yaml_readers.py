@@ -140,3 +140,23 @@ def test_deep_block_nesting_goes_to_the_exact_loader(text: str) -> None:
     fast, exact = both(text)
     assert fast == exact
     assert fast[0] == "error" and "nesting deeper than" in fast[1][0]
+
+
+def single_quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+free_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=st.lists(st.tuples(free_text, free_text, st.booleans()), min_size=1, max_size=6))
+def test_generated_free_text_reads_the_same(pairs: list[tuple[str, str, bool]]) -> None:
+    """Any characters, quoted or (where they may be) plain, as keys and values."""
+    lines = []
+    for key, value, plain in pairs:
+        shown = value if plain and value.strip() == value and value else single_quoted(value)
+        lines.append(f"{single_quoted(key)}: {shown}")
+    text = "\n".join(lines) + "\n"
+    fast, exact = both(text)
+    assert fast == exact, text
