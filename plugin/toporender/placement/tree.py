@@ -186,14 +186,19 @@ class Tree:
     def change(self, deltas: Mapping[int, int]) -> None:
         """Apply ``node -> GPUs taken (negative: released)``, keeping every aggregate and index current.
 
-        Nodes of one leaf domain share their ancestor chain, so histogram and free-GPU changes are summed per
-        chain first and each ancestor is updated once per call rather than once per node.
+        This runs for every tentative placement and every rollback of the packer's searches, so it is written for
+        the common call (about ten nodes of one rack). Nodes of one leaf domain share their ancestor chain, so the
+        histogram moves are summed per chain first, in a list indexed by free GPUs (cheaper than a dict), and each
+        ancestor is updated once per call rather than once per node. The GPUs a chain takes follow from its
+        histogram moves (each node moves from bucket ``old`` to ``new``), so they are not summed per node.
         """
         free = self.node_free
         clean = self.node_clean
         node_path = self.node_path
-        moves: dict[tuple[int, ...], dict[int, int]] = {}
-        taken: dict[tuple[int, ...], int] = {}
+        width = self.maxcap + 1
+        moves: dict[tuple[int, ...], list[int]] = {}
+        last: tuple[int, ...] | None = None
+        m: list[int] = []
         for n, delta in deltas.items():
             if not delta:
                 continue
@@ -203,20 +208,25 @@ class Tree:
             if not clean[n]:
                 continue
             path = node_path[n]
-            m = moves.get(path)
-            if m is None:
-                m = moves[path] = {}
-                taken[path] = 0
-            m[old] = m.get(old, 0) - 1
-            m[new] = m.get(new, 0) + 1
-            taken[path] += delta
+            if path is not last:
+                last = path
+                got = moves.get(path)
+                if got is None:
+                    got = moves[path] = [0] * width
+                m = got
+            m[old] -= 1
+            m[new] += 1
+        if not moves:
+            return
         hist = self.dom_hist
         dom_delta: dict[int, int] = {}
         for path, m in moves.items():
-            t = taken[path]
+            buckets = [(b, c) for b, c in enumerate(m) if c]
+            # GPUs taken = free GPUs before - after = -(sum of bucket * count moved)
+            t = -sum(b * c for b, c in buckets)
             for d in path:
                 h = hist[d]
-                for bucket, count in m.items():
+                for bucket, count in buckets:
                     h[bucket] += count
                 dom_delta[d] = dom_delta.get(d, 0) + t
         dom_free = self.dom_free
