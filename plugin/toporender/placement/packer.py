@@ -247,13 +247,10 @@ class Packer:
     # ---- state changes -------------------------------------------------------------------------------------
     # The undo log holds one entry per batch of pods taken (+1) or released (-1) together, so a rollback costs one
     # tree update per call instead of per pod.
-    def _take(self, ctx: _Ctx | None, gang: int, pairs: Sequence[tuple[int, int]]) -> None:
-        gpus = self.gangs[gang].pod_gpus
-        deltas: dict[int, int] = {}
-        asg = self.assign.setdefault(gang, {})
-        for pod, node in pairs:
-            deltas[node] = deltas.get(node, 0) + gpus[pod]
-            asg[pod] = node
+    def _take(self, ctx: _Ctx | None, gang: int, pairs: Sequence[tuple[int, int]], deltas: dict[int, int]) -> None:
+        """Assign ``pairs`` (pod, node) taking ``deltas`` (GPUs per node); the caller already knows the per-node
+        totals, so they are not summed again per pod."""
+        self.assign.setdefault(gang, {}).update(pairs)
         self.log.append((gang, tuple(pairs), 1))
         if ctx is not None:
             self._count_used(ctx.used, [node for _, node in pairs], 1)
@@ -295,9 +292,20 @@ class Packer:
         whose count drops to zero are removed, so ``d in used`` means the gang has pods in ``d``."""
         node_path = self.tree.node_path
         per_path: dict[tuple[int, ...], int] = {}
+        # a batch is nearly always the nodes of one rack: count runs of one chain before touching the dict
+        last: tuple[int, ...] | None = None
+        run = 0
         for n in nodes:
             path = node_path[n]
-            per_path[path] = per_path.get(path, 0) + 1
+            if path is last:
+                run += 1
+                continue
+            if last is not None:
+                per_path[last] = per_path.get(last, 0) + run
+            last = path
+            run = 1
+        if last is not None:
+            per_path[last] = per_path.get(last, 0) + run
         for path, k in per_path.items():
             for d in path:
                 c = used.get(d, 0) + sign * k
@@ -384,7 +392,7 @@ class Packer:
                 local[n] -= g
                 pairs.append((pods[i], n))
                 i += 1
-        self._take(ctx, ctx.gang, pairs)
+        self._take(ctx, ctx.gang, pairs, {n: free[n] - f for n, f in local.items() if f != free[n]})
         return True
 
     # ---- search over groups ----------------------------------------------------------------------------------
@@ -442,13 +450,15 @@ class Packer:
             key = lst[pos]
             d = dom_rank[key % stride]
             steps += 1
-            if d not in used:
+            # Both tests are pure, so the cheap largest-subgroup test (an index lookup per finer level) runs
+            # before the node fit test (a histogram walk), which most blocks fail at scale; same outcome.
+            if d not in used and (not deep or self._deep_ok(deep, d)):
                 h = hists[d]
                 th = tuple(h)
                 fits = fit_memo.get(th)
                 if fits is None:
                     fits = fit_memo[th] = hist_count(h, sizes) == npods
-                if fits and (not deep or self._deep_ok(deep, d)):
+                if fits:
                     # Leaf domains in the same state are interchangeable: try one of them only.
                     sig = (tree.dom_parent[d], *h) if not tree.dom_children[d] else (-1 - d,)
                     if sig not in seen:
@@ -520,7 +530,8 @@ class Packer:
         nodes = set(self.assign.get(gang, {}).values())
         if not nodes:
             return ROOT
-        paths = [tuple(reversed(tree.node_path[n])) for n in nodes]
+        # the gang's nodes share few chains; the common prefix only depends on the distinct ones
+        paths = [tuple(reversed(p)) for p in {tree.node_path[n] for n in nodes}]
         depth = 0
         first = paths[0]
         while depth < len(first) and all(len(p) > depth and p[depth] == first[depth] for p in paths):
@@ -531,7 +542,12 @@ class Packer:
     def _inside(self, region: int) -> list[int]:
         tree = self.tree
         self.spent += len(self.lca) // 64 + 1
-        return sorted(g for g, d in self.lca.items() if region == ROOT or tree.inside(d, region))
+        if region == ROOT:
+            return sorted(self.lca)
+        # Tree.inside inlined: this scans every placed gang for each region a repair tries
+        lvl = tree.dom_level[region] + 1
+        anc = tree.dom_anc
+        return sorted(g for g, d in self.lca.items() if len(anc[d]) > lvl and anc[d][lvl] == region)
 
     def repair(self, gang: _Gang) -> bool:
         """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
