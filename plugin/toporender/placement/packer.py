@@ -128,6 +128,18 @@ def hist_count(hist: Sequence[int], sizes: Sequence[tuple[int, int]]) -> int:
     return placed
 
 
+def _deep_ok(deep: list[tuple[list[list[int] | None], int]], d: int) -> bool:
+    """Necessary test: the largest descendant leaf at each finer level fits the largest domain there.
+
+    ``deep`` pairs :meth:`Tree.below` of each level finer than ``d``'s with GPUs x index stride.
+    """
+    for below, need in deep:
+        lst = below[d]
+        if not lst or lst[-1] < need:
+            return False
+    return True
+
+
 def _fits(hist: Sequence[int], sizes: Sequence[tuple[int, int]], need: int) -> bool:
     return hist_count(hist, sizes) == sum(k for _, k in sizes) if need else True
 
@@ -436,7 +448,7 @@ class Packer:
         stride = tree.stride
         dom_rank = tree.dom_rank
         hists = tree.dom_hist
-        deep = [(dl, dn * stride) for dl, dn in g.deep if dl > lvl]
+        deep = [(tree.below(dl), dn * stride) for dl, dn in g.deep if dl > lvl]
         pos = bisect_left(lst, need * stride)
         fit_memo: dict[tuple[int, ...], bool] = {}
         npods = sum(k for _, k in g.sizes)
@@ -452,7 +464,7 @@ class Packer:
             steps += 1
             # Both tests are pure, so the cheap largest-subgroup test (an index lookup per finer level) runs
             # before the node fit test (a histogram walk), which most blocks fail at scale; same outcome.
-            if d not in used and (not deep or self._deep_ok(deep, d)):
+            if d not in used and (not deep or _deep_ok(deep, d)):
                 h = hists[d]
                 th = tuple(h)
                 fits = fit_memo.get(th)
@@ -470,18 +482,6 @@ class Packer:
                         continue
             pos += 1
         ctx.steps = steps
-
-    def _deep_ok(self, deep: list[tuple[int, int]], d: int) -> bool:
-        """Necessary test: the largest descendant leaf at each finer level fits the largest domain there.
-
-        ``deep`` lists (level, GPUs x index stride) for the levels finer than ``d``'s.
-        """
-        index = self.tree.index
-        for lvl, need in deep:
-            lst = index.get((d, lvl))
-            if not lst or lst[-1] < need:
-                return False
-        return True
 
     def _gen_group(self, ctx: _Ctx, gang: _Gang, gi: int, w: int) -> Generator[None, None, None]:
         g = gang.groups[gi]

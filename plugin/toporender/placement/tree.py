@@ -152,10 +152,22 @@ class Tree:
             if d != ROOT and self.dom_real[d] else []
             for d in range(n_dom)
         ]
+        self._below: dict[int, list[list[int] | None]] = {}
         self.level_domains: list[list[int]] = [[] for _ in self.levels]
         for d in self.dom_rank:
             if d != ROOT and self.dom_real[d]:
                 self.level_domains[self.dom_level[d]].append(d)
+
+    def below(self, lvl: int) -> list[list[int] | None]:
+        """``below(lvl)[d]`` is ``index[(d, lvl)]`` (the same list object, kept current) or None.
+
+        The candidate scan asks this of thousands of domains per gang; a list lookup by domain id is cheaper than
+        building a tuple key for the dict each time.
+        """
+        lists = self._below.get(lvl)
+        if lists is None:
+            lists = self._below[lvl] = [self.index.get((d, lvl)) for d in range(len(self.dom_level))]
+        return lists
 
     def _path(self, labels: Mapping[str, str]) -> tuple[str, ...]:
         out = []
