@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,3 +60,25 @@ def test_appending_a_gang_never_moves_placed_gangs_when_it_fits(seed: int, n: in
         # earlier gangs move only to admit the new one, and none is dropped
         assert all(after.gangs[k].placed for k, g in before.gangs.items() if g.placed)
         assert any(after.gangs[k].moved for k in before.gangs)
+
+
+@pytest.mark.parametrize("seed", [1, 4, 5, 17])
+@pytest.mark.parametrize("gang_steps", [1_000, 12])
+def test_jumping_scan_gives_the_plans_of_the_plain_scan(seed: int, gang_steps: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate scan may jump over domains whose children are too full; plans must not change, also when
+    step budgets run out mid-scan (the jumps charge the steps of the domains they skip)."""
+    from instances import random_gang, random_inventory
+
+    from toporender.placement import packer
+
+    rng = random.Random(seed)
+    inv = random_inventory(rng, 1, 40, (1, 3), partly=0.3)
+    gangs = [random_gang(rng, f"g{i}", pods_range=(2, 12)) for i in range(120)]
+    monkeypatch.setattr(packer, "GANG_STEPS", gang_steps)
+    monkeypatch.setattr(packer, "REPAIR_STEPS_PER_TRY", gang_steps)
+    hashes = []
+    for threshold in (1, 10**9):
+        monkeypatch.setattr(packer, "_MISSES_BEFORE_JUMPING", threshold)
+        hashes.append(pack(inv, LEVELS, gangs).hash)
+    assert hashes[0] == hashes[1]

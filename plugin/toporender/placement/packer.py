@@ -128,6 +128,21 @@ def hist_count(hist: Sequence[int], sizes: Sequence[tuple[int, int]]) -> int:
     return placed
 
 
+# Domains in a row failing the candidate tests after which the candidate scan starts jumping (see _candidates).
+_MISSES_BEFORE_JUMPING = 16
+
+
+def _next_with_child(by_child: Mapping[int, list[int]], need: int, low: int) -> int | None:
+    """The smallest key from ``low`` on of a domain whose largest child has at least ``need`` free GPUs."""
+    best = None
+    for m, keys in by_child.items():
+        if m >= need:
+            i = bisect_left(keys, low)
+            if i < len(keys) and (best is None or keys[i] < best):
+                best = keys[i]
+    return best
+
+
 def _deep_ok(deep: list[tuple[list[list[int] | None], int]], d: int) -> bool:
     """Necessary test: the largest descendant leaf at each finer level fits the largest domain there.
 
@@ -455,10 +470,28 @@ class Packer:
         sizes = g.sizes
         limit = ctx.limit
         steps = ctx.steps
+        # After a run of domains whose children are all too small for the largest subgroup one level down, the scan
+        # jumps to the next domain that has a large enough child (``tree.by_child``) until its next yield. A jump
+        # charges the steps the scan would have spent on the domains it skips, so step budgets, and with them
+        # plans, stay the same as visiting each domain; it keeps the scan from growing with the cluster size.
+        child_need = next((dn for dl, dn in g.deep if dl == lvl + 1), 0)
+        by_child = tree.by_child.get((w, lvl)) if child_need else None
+        misses = 0
         while pos < len(lst):
             if steps >= limit:
                 ctx.steps = steps
                 return
+            if misses >= _MISSES_BEFORE_JUMPING and by_child is not None:
+                target = _next_with_child(by_child, child_need, lst[pos])
+                if target is None:
+                    ctx.steps = min(steps + len(lst) - pos, limit)
+                    return
+                skip = bisect_left(lst, target, pos) - pos
+                if steps + skip >= limit:
+                    ctx.steps = limit
+                    return
+                steps += skip
+                pos += skip
             key = lst[pos]
             d = dom_rank[key % stride]
             steps += 1
@@ -479,7 +512,10 @@ class Packer:
                         yield d
                         steps = ctx.steps
                         pos = bisect_right(lst, key)
+                        misses = 0
                         continue
+            else:
+                misses += 1
             pos += 1
         ctx.steps = steps
 

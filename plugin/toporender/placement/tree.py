@@ -153,6 +153,27 @@ class Tree:
             for d in range(n_dom)
         ]
         self._below: dict[int, list[list[int] | None]] = {}
+        # by_child[(ancestor, level)][m] = sorted keys of the real level domains in the ancestor whose largest child
+        # (at the next level) has m free GPUs. The candidate scan uses it to jump over domains whose children are
+        # all too full for a gang's largest subgroup (see Packer._candidates).
+        self.by_child: dict[tuple[int, int], dict[int, list[int]]] = {}
+        self.dom_child_max = [-1] * n_dom
+        self.dom_child_list: list[list[int] | None] = [None] * n_dom
+        for d in self.dom_rank:
+            if d == ROOT or not self.dom_real[d] or not self.dom_children[d]:
+                continue
+            lvl = self.dom_level[d]
+            children = self.dom_child_list[d] = self.index.get((d, lvl + 1))
+            m = self.dom_child_max[d] = children[-1] // n_dom if children else 0
+            for a in self.dom_anc[d][:-1]:
+                self.by_child.setdefault((a, lvl), {}).setdefault(m, []).append(self.key(d))
+        for buckets in self.by_child.values():
+            for keys in buckets.values():
+                keys.sort()
+        self.dom_by_child: list[list[dict[int, list[int]]]] = [
+            [self.by_child[(a, self.dom_level[d])] for a in self.dom_anc[d][:-1]] if self.dom_child_max[d] >= 0
+            else [] for d in range(n_dom)
+        ]
         self.level_domains: list[list[int]] = [[] for _ in self.levels]
         for d in self.dom_rank:
             if d != ROOT and self.dom_real[d]:
@@ -245,10 +266,14 @@ class Tree:
         rank = self.rank
         stride = self.stride
         lists = self.dom_lists
+        by_child = self.dom_by_child
+        refile: list[tuple[int, int]] = []
         for d, delta in dom_delta.items():
+            before = dom_free[d]
+            if by_child[d]:
+                refile.append((d, before))
             if not delta:
                 continue
-            before = dom_free[d]
             after = dom_free[d] = before - delta
             if lists[d]:
                 old_key = before * stride + rank[d]
@@ -256,6 +281,33 @@ class Tree:
                 for lst in lists[d]:
                     del lst[bisect_left(lst, old_key)]
                     insort(lst, new_key)
+        for d, before in refile:
+            self._move_by_child(d, before, by_child[d])
+
+    def _move_by_child(self, d: int, before: int, tables: list[dict[int, list[int]]]) -> None:
+        """Re-file domain ``d`` in ``by_child`` after its free GPUs (was ``before``) or its largest child changed.
+
+        :meth:`change` calls this after updating every index list, so the child list is current.
+        """
+        children = self.dom_child_list[d]
+        m = children[-1] // self.stride if children else 0
+        old_m = self.dom_child_max[d]
+        after = self.dom_free[d]
+        if m == old_m and after == before:
+            return
+        old_key = before * self.stride + self.rank[d]
+        new_key = after * self.stride + self.rank[d]
+        self.dom_child_max[d] = m
+        for buckets in tables:
+            keys = buckets[old_m]
+            del keys[bisect_left(keys, old_key)]
+            if not keys:
+                del buckets[old_m]
+            got = buckets.get(m)
+            if got is None:
+                buckets[m] = [new_key]
+            else:
+                insort(got, new_key)
 
     def key(self, d: int) -> int:
         """Domain ``d``'s position in the index: by free GPUs, then by path."""
