@@ -19,7 +19,7 @@ class LevelConstraint:
     preferred: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodDemand:
     """One pod: all of its GPUs come from a single node; 0 GPUs means it is not packed."""
 

@@ -29,7 +29,7 @@ EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 NOISY_LABEL_PREFIXES = ("feature.node.kubernetes.io/", "beta.kubernetes.io/")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Taint:
     """A node taint; only NoSchedule and NoExecute keep pods away."""
 
@@ -38,7 +38,7 @@ class Taint:
     effect: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """One node as the packer sees it."""
 

@@ -45,7 +45,7 @@ MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     name: str
     parent: int
@@ -60,7 +60,7 @@ class _Group:
     deep: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class _Gang:
     idx: int
     demand: GangDemand
@@ -75,7 +75,7 @@ class _Gang:
 _Check = tuple[int, int, tuple[tuple[int, int], ...]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Ctx:
     gang: int
     limit: int

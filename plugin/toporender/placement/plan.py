@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from toporender.placement.tree import Tree
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GangPlacement:
     """The outcome for one gang."""
 
@@ -32,7 +32,7 @@ class GangPlacement:
     moved: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DomainUsage:
     """GPU accounting of one domain after the plan."""
 
