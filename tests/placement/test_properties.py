@@ -82,3 +82,21 @@ def test_jumping_scan_gives_the_plans_of_the_plain_scan(seed: int, gang_steps: i
         monkeypatch.setattr(packer, "_MISSES_BEFORE_JUMPING", threshold)
         hashes.append(pack(inv, LEVELS, gangs).hash)
     assert hashes[0] == hashes[1]
+
+
+@SETTINGS
+@given(pairs=st.dictionaries(st.text(min_size=1, max_size=6),
+                             st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=4), max_size=6),
+       levels=st.lists(st.text(max_size=4), max_size=3))
+def test_plan_hash_is_the_sha256_of_the_canonical_json(pairs: dict[str, dict[str, str]], levels: list[str]) -> None:
+    """The hash is fed gang by gang; it must stay the hash of the one canonical text (plans in Git record it)."""
+    import hashlib
+    import json
+
+    from toporender.placement.plan import GangPlacement, plan_hash
+
+    gangs = {k: GangPlacement(k, k, 1, bool(v) or len(k) % 2 == 0, None, pod_nodes=v) for k, v in pairs.items()}
+    canon = {"levels": levels,
+             "gangs": {k: sorted(g.pod_nodes.items()) if g.placed else None for k, g in sorted(gangs.items())}}
+    text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    assert plan_hash(tuple(levels), gangs) == hashlib.sha256(text.encode()).hexdigest()

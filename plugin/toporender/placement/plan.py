@@ -131,13 +131,19 @@ class PlacementPlan:
 
 
 def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
-    """sha256 of the canonical JSON of the assignment (levels, and per gang the pod -> node map)."""
-    canon = {
-        "levels": list(levels),
-        "gangs": {k: sorted(g.pod_nodes.items()) if g.placed else None for k, g in sorted(gangs.items())},
-    }
-    text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of the canonical JSON of the assignment (levels, and per gang the pod -> node map).
+
+    The JSON is ``json.dumps({"gangs": {key: sorted pod -> node pairs or null}, "levels": [...]}, sort_keys=True,
+    separators=(",", ":"))``, fed to the hash gang by gang: at a million GPUs the whole text is tens of megabytes.
+    """
+    encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+    digest = hashlib.sha256(b'{"gangs":{')
+    for i, key in enumerate(sorted(gangs)):
+        g = gangs[key]
+        entry = encode(key) + ":" + encode(sorted(g.pod_nodes.items()) if g.placed else None)
+        digest.update((("," if i else "") + entry).encode())
+    digest.update(('},"levels":' + encode(list(levels)) + "}").encode())
+    return digest.hexdigest()
 
 
 def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
