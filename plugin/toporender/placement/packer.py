@@ -45,6 +45,10 @@ MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
 
 
+# Most groups tolerate no tainted node; they share one empty set (each ``frozenset()`` call makes a new one).
+_NO_NODES: frozenset[int] = frozenset()
+
+
 @dataclass(slots=True)
 class _Group:
     name: str
@@ -233,7 +237,7 @@ class Packer:
 
         def tolerated(plist: list[PodDemand]) -> frozenset[int]:
             if not tainted or not plist or not all(p.tolerations for p in plist):
-                return frozenset()
+                return _NO_NODES
             return frozenset(
                 n for n in tainted
                 if all(all(tolerates(p.tolerations, t) for t in tree.node_taints[n]) for p in plist)
@@ -247,7 +251,7 @@ class Packer:
             for c in g.children:
                 sub_pods.extend(self._subtree_pods(groups, c))
                 tol_any |= groups[c].tol_any
-            g.tol_any = frozenset(tol_any)
+            g.tol_any = frozenset(tol_any) if tol_any else _NO_NODES
             g.need = sum(gpus[i] for i in sub_pods)
             g.sizes = _sizes([gpus[i] for i in sub_pods])
         for g in groups:
