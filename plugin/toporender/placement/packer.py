@@ -475,17 +475,19 @@ class Packer:
         limit = ctx.limit
         steps = ctx.steps
         # After a run of domains whose children are all too small for the largest subgroup one level down, the scan
-        # jumps to the next domain that has a large enough child (``tree.by_child``) until its next yield. A jump
+        # jumps to the next domain that has a large enough child (``tree.child_table``) until its next yield. A jump
         # charges the steps the scan would have spent on the domains it skips, so step budgets, and with them
         # plans, stay the same as visiting each domain; it keeps the scan from growing with the cluster size.
         child_need = next((dn for dl, dn in g.deep if dl == lvl + 1), 0)
-        by_child = tree.by_child.get((w, lvl)) if child_need else None
+        by_child: dict[int, list[int]] | None = None
         misses = 0
         while pos < len(lst):
             if steps >= limit:
                 ctx.steps = steps
                 return
-            if misses >= _MISSES_BEFORE_JUMPING and by_child is not None:
+            if misses >= _MISSES_BEFORE_JUMPING and child_need:
+                if by_child is None:
+                    by_child = tree.child_table(w, lvl)
                 target = _next_with_child(by_child, child_need, lst[pos])
                 if target is None:
                     ctx.steps = min(steps + len(lst) - pos, limit)

@@ -153,27 +153,11 @@ class Tree:
             for d in range(n_dom)
         ]
         self._below: dict[int, list[list[int] | None]] = {}
-        # by_child[(ancestor, level)][m] = sorted keys of the real level domains in the ancestor whose largest child
-        # (at the next level) has m free GPUs. The candidate scan uses it to jump over domains whose children are
-        # all too full for a gang's largest subgroup (see Packer._candidates).
+        # Filled on demand by child_table(); see there.
         self.by_child: dict[tuple[int, int], dict[int, list[int]]] = {}
         self.dom_child_max = [-1] * n_dom
         self.dom_child_list: list[list[int] | None] = [None] * n_dom
-        for d in self.dom_rank:
-            if d == ROOT or not self.dom_real[d] or not self.dom_children[d]:
-                continue
-            lvl = self.dom_level[d]
-            children = self.dom_child_list[d] = self.index.get((d, lvl + 1))
-            m = self.dom_child_max[d] = children[-1] // n_dom if children else 0
-            for a in self.dom_anc[d][:-1]:
-                self.by_child.setdefault((a, lvl), {}).setdefault(m, []).append(self.key(d))
-        for buckets in self.by_child.values():
-            for keys in buckets.values():
-                keys.sort()
-        self.dom_by_child: list[list[dict[int, list[int]]]] = [
-            [self.by_child[(a, self.dom_level[d])] for a in self.dom_anc[d][:-1]] if self.dom_child_max[d] >= 0
-            else [] for d in range(n_dom)
-        ]
+        self.dom_by_child: list[list[dict[int, list[int]]]] = [[] for _ in range(n_dom)]
         self.level_domains: list[list[int]] = [[] for _ in self.levels]
         for d in self.dom_rank:
             if d != ROOT and self.dom_real[d]:
@@ -189,6 +173,29 @@ class Tree:
         if lists is None:
             lists = self._below[lvl] = [self.index.get((d, lvl)) for d in range(len(self.dom_level))]
         return lists
+
+    def child_table(self, region: int, lvl: int) -> dict[int, list[int]]:
+        """``m -> sorted index keys`` of the real level-``lvl`` domains in ``region`` whose largest child (at the
+        next level) has ``m`` free GPUs.
+
+        The candidate scan uses it to jump over domains whose children are all too full for a gang's largest
+        subgroup. A table is built the first time a scan asks for it and then kept current by :meth:`change`, so
+        runs that never need one (most small pools) pay nothing for it.
+        """
+        table = self.by_child.get((region, lvl))
+        if table is not None:
+            return table
+        table = self.by_child[(region, lvl)] = {}
+        for k in self.index.get((region, lvl), []):
+            d = self.dom_of(k)
+            if not self.dom_children[d]:
+                continue
+            if self.dom_child_max[d] < 0:
+                children = self.dom_child_list[d] = self.index.get((d, lvl + 1))
+                self.dom_child_max[d] = children[-1] // self.stride if children else 0
+            table.setdefault(self.dom_child_max[d], []).append(k)
+            self.dom_by_child[d].append(table)
+        return table
 
     def _path(self, labels: Mapping[str, str]) -> tuple[str, ...]:
         out = []
@@ -285,7 +292,7 @@ class Tree:
             self._move_by_child(d, before, by_child[d])
 
     def _move_by_child(self, d: int, before: int, tables: list[dict[int, list[int]]]) -> None:
-        """Re-file domain ``d`` in ``by_child`` after its free GPUs (was ``before``) or its largest child changed.
+        """Re-file domain ``d`` in its child tables after its free GPUs (was ``before``) or its largest child changed.
 
         :meth:`change` calls this after updating every index list, so the child list is current.
         """
