@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from conftest import ROOT
-from toporender.emit import dump, dump_json, dump_yaml
+from toporender.emit import dump, dump_chunks, dump_json, dump_yaml, json_chunks, yaml_chunks
 
 # Strings that change meaning, or break the document, unless quoted or escaped.
 TRICKY = [
@@ -145,6 +145,7 @@ def test_json_is_one_compact_object_per_line() -> None:
     assert text == '{"a":"é\\n","b":[1,2.5,null,true]}\n{"c":{}}\n'
     assert [json.loads(line) for line in text.splitlines()] == objects
     assert dump(objects, "yaml") == dump_yaml(objects)
+    assert [b"".join(dump_chunks(objects, fmt)).decode() for fmt in ("json", "yaml")] == [text, dump_yaml(objects)]
 
 
 @pytest.mark.parametrize("golden", sorted((ROOT / "golden").glob("*.yaml")), ids=lambda p: p.name)
@@ -172,6 +173,7 @@ documents = st.lists(st.dictionaries(strings, data, max_size=6), max_size=3)
 @given(documents)
 def test_round_trip_through_pyyaml_and_a_yaml_1_2_parser(objects: list[dict[str, Any]]) -> None:
     text = dump_yaml(objects)
+    assert b"".join(yaml_chunks(objects, per_chunk=2)).decode() == text
     assert load_all(text) == objects
     assert ruamel_load_all(text) == objects
     assert [json.loads(line) for line in dump_json(objects).split("\n")[:-1]] == objects
@@ -237,3 +239,4 @@ def test_json_stream_is_byte_for_byte_the_standard_encoders(objects: list[dict[s
     """The fast encoder is only an accelerator: floats, inf/nan and huge ints fall back to json's own output."""
     expected = "".join(json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n" for o in objects)
     assert dump_json(objects) == expected
+    assert b"".join(json_chunks(objects, per_chunk=2)).decode() == expected

@@ -60,8 +60,8 @@ def one_run(root: Path) -> dict[str, float]:
         return objects
 
     objects = stage("place", place)
-    stage("emit json", lambda: emit.dump_json(objects))
-    stage("emit yaml", lambda: emit.dump_yaml(objects))
+    stage("emit json", lambda: emit.dump_chunks(objects, "json"))
+    stage("emit yaml", lambda: emit.dump_chunks(objects, "yaml"))
     return times
 
 

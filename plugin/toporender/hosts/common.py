@@ -36,14 +36,19 @@ def check_repo_relative(value: str, what: str, pos: Position | None = None) -> s
     return path.as_posix()
 
 
-def write_stdout(text: str) -> None:
-    """Write the whole output at once as UTF-8, whatever the locale of the host process."""
+def write_stdout(text: str | list[bytes]) -> None:
+    """Write the whole output at once as UTF-8, whatever the locale of the host process.
+
+    ``text`` may be UTF-8 pieces, all rendered before the first is written."""
     buffer = getattr(sys.stdout, "buffer", None)
     if buffer is None:  # replaced stdout (tests)
-        sys.stdout.write(text)
+        sys.stdout.write(text if isinstance(text, str) else b"".join(text).decode())
     else:
         sys.stdout.flush()
-        buffer.write(text.encode("utf-8"))
+        if isinstance(text, str):
+            buffer.write(text.encode("utf-8"))
+        else:
+            buffer.writelines(text)
     sys.stdout.flush()
 
 
