@@ -36,8 +36,9 @@ def resource_requirements(res: ResourceSpec) -> dict[str, Any] | None:
     return {"requests": q, "limits": dict(q)}
 
 
-def base_pod(gang: Gang, task: Task) -> dict[str, Any]:
-    """The pod before templates and scheduler wiring."""
+def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None) -> dict[str, Any]:
+    """The pod before templates and the backend's labels; ``schedulerName`` comes first in the spec
+    (templates may not set it)."""
     labels = {**gang.workflow.spec.workflow.labels, **gang.labels, "toporender.dev/task": task.spec.name}
     if task.spec.lead:
         labels["toporender.dev/lead"] = "true"
@@ -51,7 +52,8 @@ def base_pod(gang: Gang, task: Task) -> dict[str, Any]:
     resources = resource_requirements(task.resource)
     if resources:
         container["resources"] = resources
-    spec: dict[str, Any] = {"restartPolicy": "Never"}
+    spec: dict[str, Any] = {"schedulerName": scheduler_name} if scheduler_name else {}
+    spec["restartPolicy"] = "Never"
     if gang.service_name:
         spec["hostname"] = task.hostname
         spec["subdomain"] = gang.service_name

@@ -19,7 +19,13 @@ from toporender.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.placing import annotate, load_order, lock_text, place, uses_placement
 from toporender.pods import base_pod, headless_service
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
-from toporender.templates import apply_pod_templates, check_templates, group_variables, render_group_templates
+from toporender.templates import (
+    apply_pod_templates,
+    check_templates,
+    group_variables,
+    pod_templates,
+    render_group_templates,
+)
 from toporender.yamlsource import Document
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
@@ -161,16 +167,23 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
         for msg in gang_warnings(gang):
             sink.warn(msg, gang.pos)
     pods: list[dict[str, Any]] = []
-    for task in gang.tasks:
-        pod = apply_pod_templates(base_pod(gang, task), gang, task, config, doc, variables, sink, warned)
+    by_platform: dict[str | None, list[Any]] = {}
+    for i, task in enumerate(gang.tasks):
+        platform = task.resource.platform
+        templates = by_platform.get(platform)
+        if templates is None:
+            templates = by_platform[platform] = pod_templates(config, gang, platform)
+        pod = base_pod(gang, task, backend.scheduler_name)
+        if templates:
+            group_vars = variables()
+            pod = apply_pod_templates(pod, gang, templates, {**group_vars, **group_vars["TASKS"][i]}, doc, sink,
+                                      warned)
         meta = pod["metadata"]
         meta["labels"] = {**meta.get("labels", {}), **gang.labels, "toporender.dev/task": task.spec.name,
                           **backend.pod_labels.get(task.spec.name, {})}
         ann = backend.pod_annotations.get(task.spec.name)
         if ann:
             meta["annotations"] = {**meta.get("annotations", {}), **ann}
-        if backend.scheduler_name:
-            pod["spec"] = {"schedulerName": backend.scheduler_name, **pod["spec"]}
         pods.append(pod)
     service = headless_service(gang)
     group_objs = templated + backend.objects + ([service] if service else [])

@@ -285,7 +285,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _named(items: list[Any]) -> bool:
-    return all(isinstance(i, dict) and "name" in i for i in items)
+    for item in items:
+        if not isinstance(item, dict) or "name" not in item:
+            return False
+    return True
 
 
 def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
@@ -293,29 +296,28 @@ def merge_pod(base: Any, patch: Any, key: str | None = None) -> Any:
     ``name`` (new names appended); set-like lists (tolerations, resourceClaims, claims,
     imagePullSecrets, finalizers) become de-duplicated unions; other lists are replaced.
 
-    Neither argument is modified, but the result shares parts of both: callers pass freshly
-    rendered patches (``render_value`` copies), so per-pod deep copies are not needed."""
+    ``base`` is updated in place and returned, and parts of ``patch`` become parts of it: callers
+    own both (a freshly built pod, a freshly rendered patch), so nothing is copied per pod."""
     if isinstance(patch, dict) and isinstance(base, dict):
-        out = dict(base)
         for k, v in patch.items():
             if v is None:
-                out.pop(k, None)
-            elif isinstance(v, (dict, list)) and k in out:
-                out[k] = merge_pod(out[k], v, k)
+                base.pop(k, None)
+            elif k in base and isinstance(v, (dict, list)):
+                base[k] = merge_pod(base[k], v, k)
             else:
-                out[k] = v
-        return out
+                base[k] = v
+        return base
     if isinstance(patch, list) and isinstance(base, list):
         if base and patch and _named(base) and _named(patch):
-            out_list = list(base)
-            index = {item["name"]: i for i, item in enumerate(out_list)}
+            index = {item["name"]: i for i, item in enumerate(base)}
             for item in patch:
-                if item["name"] in index:
-                    out_list[index[item["name"]]] = merge_pod(out_list[index[item["name"]]], item)
+                at = index.get(item["name"])
+                if at is not None:
+                    base[at] = merge_pod(base[at], item)
                 else:
-                    index[item["name"]] = len(out_list)
-                    out_list.append(item)
-            return out_list
+                    index[item["name"]] = len(base)
+                    base.append(item)
+            return base
         if key in SET_LISTS:
             seen: set[str] = set()
             union: list[Any] = []
@@ -482,18 +484,24 @@ def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variab
     return out
 
 
-def apply_pod_templates(pod: dict[str, Any], gang: Gang, task: Task, config: RepoConfig, doc: Document,
-                        variables: Callable[[], Mapping[str, Any]], sink: DiagnosticSink,
-                        warned: set[str]) -> dict[str, Any]:
-    """Merge the pool's and platform's pod templates into ``pod``, in order."""
-    names = pod_template_names(config, gang.pool_name, task.resource.platform)
-    if not names:
-        return pod
-    task_vars = {**variables(), **task_variables(gang, task)}
-    for name in names:
+PodTemplates = list[tuple[str, Callable[[Mapping[str, Any]], Any]]]
+
+
+def pod_templates(config: RepoConfig, gang: Gang, platform: str | None) -> PodTemplates:
+    """(name, compiled template) for every pod template a task on ``platform`` gets, in merge order."""
+    names = pod_template_names(config, gang.pool_name, platform)
+    return [(name, compiled(config.pod_templates[name])) for name in names]
+
+
+def apply_pod_templates(pod: dict[str, Any], gang: Gang, templates: PodTemplates, task_vars: Mapping[str, Any],
+                        doc: Document, sink: DiagnosticSink, warned: set[str]) -> dict[str, Any]:
+    """Merge the pool's and platform's pod templates (from :func:`pod_templates`) into ``pod``, in order.
+
+    ``task_vars`` are the group's variables with the task's own on top."""
+    for name, template in templates:
         base: Loc = ("pod_templates", name)
         try:
-            patch = compiled(config.pod_templates[name])(task_vars)
+            patch = template(task_vars)
         except TemplateFailure as exc:
             sink.error(f"pod template '{name}': {exc.message}", doc.pos(base + exc.path))
             continue
