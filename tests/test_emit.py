@@ -22,7 +22,16 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from conftest import ROOT
-from toporender.emit import dump, dump_chunks, dump_json, dump_yaml, json_chunks, yaml_chunks
+from toporender.emit import (
+    dump,
+    dump_chunks,
+    dump_json,
+    dump_yaml,
+    json_chunks,
+    scalar_str,
+    scalar_str_by_rules,
+    yaml_chunks,
+)
 
 # Strings that change meaning, or break the document, unless quoted or escaped.
 TRICKY = [
@@ -69,6 +78,16 @@ def test_tricky_string_round_trips_as_value_key_and_item(s: str) -> None:
 @pytest.mark.parametrize("s", QUOTED_FOR_OTHER_PARSERS)
 def test_strings_other_parsers_would_retype_are_quoted(s: str) -> None:
     assert dump_yaml([{"k": s}]) == f"---\nk: '{s}'\n"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(alphabet="aeflnorsuyAEFLNORSUY019._/-", max_size=9),
+                 st.sampled_from(["y", "N", "yes", "No", "TRUE", "false", "On", "oFF", "null", "Inf", "NaN",
+                                  "infinity", "e5", "E", "a:b", "a b"]),
+                 st.sampled_from(TRICKY + QUOTED_FOR_OTHER_PARSERS)))
+def test_name_shortcut_agrees_with_the_rules(s: str) -> None:
+    """The shortcut for name-like strings spells them exactly as the full rules would."""
+    assert scalar_str(s) == scalar_str_by_rules(s)
 
 
 @pytest.mark.parametrize("s", ["480Gi", "k8s.io/name", "v0.14", "--nnodes=4", "a:b", "a#b", "2.5.1", "é"])

@@ -75,8 +75,22 @@ def double_quoted(s: str) -> str:
     return '"' + _NEEDS_ESCAPE.sub(lambda m: _escape(m.group()), s) + '"'
 
 
+# Most strings we emit are names: a letter, then letters, digits and ``._/-``. Written plain, such
+# a string reads back as itself in every parser unless it is one of these words in some spelling.
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._/-]*")
+_NAME_LIKE_NON_STRINGS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null", "inf", "nan",
+                                    "infinity"})
+
+
 def scalar_str(s: str) -> str:
     """One-line rendering of a string: plain when that reads back as the same string, else quoted."""
+    if _NAME.fullmatch(s) is not None and s.lower() not in _NAME_LIKE_NON_STRINGS:
+        return s
+    return scalar_str_by_rules(s)
+
+
+def scalar_str_by_rules(s: str) -> str:
+    """:func:`scalar_str` worked out from libyaml's rules and every parser's implicit types."""
     if "\n" in s or _SPECIAL.search(s):
         return double_quoted(s)
     if s and not _NOT_PLAIN.search(s) and not _implicit_non_string(s):
