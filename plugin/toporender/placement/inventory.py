@@ -89,6 +89,9 @@ class NodePositions(Mapping[str, Position]):
         doc, loc = self._where[name]
         return doc.pos(loc)
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._where
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)
 
@@ -156,11 +159,38 @@ def _taints(doc: Document, loc: Loc, value: Any, diags: list[Diagnostic]) -> tup
     return tuple(sorted(out, key=lambda t: (t.key, t.value or "", t.effect)))
 
 
+_COMPACT_FIELDS = frozenset(("name", "gpus", "usedGPUs", "labels", "unschedulable", "taints"))
+_PLAIN_FIELDS = frozenset(("name", "gpus", "labels"))
+
+
+def _plain_compact_node(raw: Any) -> Node | None:
+    """The node of a compact entry that is plainly valid (name, GPUs, string labels, nothing else), else None.
+
+    Nearly every entry of a committed inventory has this shape; reading it needs none of the checks, copies
+    and source positions that :func:`_compact_node` spends on the general case, and the labels mapping read
+    from the file is taken as it is.
+    """
+    if type(raw) is not dict or raw.keys() - _PLAIN_FIELDS:
+        return None
+    name = raw.get("name")
+    gpus = raw.get("gpus")
+    labels = raw.get("labels")
+    if (type(name) is not str or not name or type(gpus) is not int or gpus < 0 or type(labels) is not dict
+            or not _all_strings(labels)):
+        return None
+    return Node(name, labels, gpus)
+
+
+def _all_strings(mapping: dict[Any, Any]) -> bool:
+    """Whether every key and value is a ``str`` (so :func:`_str_map` would rebuild the same mapping)."""
+    return all(type(k) is str for k in mapping) and all(type(v) is str for v in mapping.values())
+
+
 def _compact_node(doc: Document, loc: Loc, raw: Any, diags: list[Diagnostic]) -> Node | None:
     if not isinstance(raw, dict):
         diags.append(Diagnostic("each node must be a mapping with name, gpus and labels", doc.pos(loc)))
         return None
-    unknown = sorted(set(raw) - {"name", "gpus", "usedGPUs", "labels", "unschedulable", "taints"})
+    unknown = sorted(set(raw) - _COMPACT_FIELDS)
     for k in unknown:
         diags.append(Diagnostic(f"unknown node field {k!r} (allowed: name, gpus, usedGPUs, labels, "
                                 "unschedulable, taints)", doc.pos(loc + (k,))))
@@ -210,7 +240,6 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
     positions = NodePositions()
     diags: list[Diagnostic] = []
     nodes: list[Node] = []
-    seen: dict[str, Document] = {}
     for doc in documents:
         data = doc.data
         if data is None:
@@ -227,7 +256,8 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
             if not isinstance(items, list):
                 diags.append(Diagnostic("'nodes' must be a list", doc.pos(("nodes",))))
                 continue
-            found = [(("nodes", i), _compact_node(doc, ("nodes", i), n, diags)) for i, n in enumerate(items)]
+            found = [(("nodes", i), _plain_compact_node(n) or _compact_node(doc, ("nodes", i), n, diags))
+                     for i, n in enumerate(items)]
         elif kind in ("List", "NodeList"):
             items = data.get("items")
             if not isinstance(items, list):
@@ -243,10 +273,9 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
         for loc, node in found:
             if node is None:
                 continue
-            if node.name in seen:
+            if node.name in positions:
                 diags.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
                 continue
-            seen[node.name] = doc
             positions.add(node.name, doc, loc)
             nodes.append(node)
     if diags:
