@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -226,34 +227,34 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
         own_of = {pod: node_path[node][0] for pod, node in asg.items()}
         for pod, own in own_of.items():
             planned_own[own] = planned_own.get(own, 0) + gang.pod_gpus[pod]
-        leaf_of = {}
-        for gi, g in enumerate(gang.groups):
+        # Subgroup and pod domains depend only on a group and the node domains its pods landed in, so they are
+        # worked out once per (group, node domain) rather than once per pod.
+        groups = gang.groups
+        owns: list[set[int]] = [{own_of[p] for p in g.pods if p in own_of} for g in groups]
+        where_of: dict[int, str] = {}
+        for gi, g in enumerate(groups):
+            lvl = _finest_level(gang, gi)
+            if lvl < 0:
+                lvl = len(levels) - 1
+            here = {own: domain_name(own, lvl) for own in owns[gi]}
             for p in g.pods:
-                leaf_of[p] = gi
+                at = own_of.get(p)
+                if at is not None and here[at]:
+                    where_of[p] = here[at]
+        # a child group comes after its parent, so one backward pass gives every group its whole subtree's domains
+        below = [set(o) for o in owns]
+        for gi in range(len(groups) - 1, 0, -1):
+            below[groups[gi].parent] |= below[gi]
         sub_domains: dict[str, dict[str, str]] = {}
-        for gi, g in enumerate(gang.groups):
-            members = _subtree_pods(gang, gi)
-            path = _lca_path(tree, {own_of[p] for p in members if p in own_of})
+        for gi, g in enumerate(groups):
+            path = _lca_path(tree, below[gi])
             sub_domains[g.name] = {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
-        pod_nodes: dict[str, str] = {}
-        pod_domain: dict[str, str] = {}
-        finest: dict[int, int] = {}
-        per_own: dict[int, int] = {}
-        for pod in sorted(asg, key=lambda p: gang.pod_names[p]):
-            node = asg[pod]
-            name = gang.pod_names[pod]
-            pod_nodes[name] = tree.node_names[node]
-            gi = leaf_of.get(pod, 0)
-            lvl = finest.get(gi)
-            if lvl is None:
-                lvl = finest[gi] = _finest_level(gang, gi)
-                if lvl < 0:
-                    lvl = finest[gi] = len(levels) - 1
-            own = own_of[pod]
-            where = domain_name(own, lvl)
-            if where:
-                pod_domain[name] = where
-            per_own[own] = per_own.get(own, 0) + 1
+        names_of = gang.pod_names
+        node_names = tree.node_names
+        in_order = sorted(asg, key=names_of.__getitem__)
+        pod_nodes = {names_of[p]: node_names[asg[p]] for p in in_order}
+        pod_domain = {names_of[p]: where_of[p] for p in in_order if p in where_of}
+        per_own = Counter(own_of.values())
         span: dict[str, int] = {}
         cuts: dict[str, int] = {}
         for li, level_label in enumerate(levels):
@@ -301,11 +302,3 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
         sum(tree.node_free[n] for n in range(len(tree.node_names)) if tree.node_ok[n]),
         plan_hash(levels, gangs),
     )
-
-
-def _subtree_pods(gang: _Gang, gi: int) -> list[int]:
-    """Pods of group ``gi`` and all its descendants."""
-    out = list(gang.groups[gi].pods)
-    for c in gang.groups[gi].children:
-        out.extend(_subtree_pods(gang, c))
-    return out
