@@ -11,8 +11,9 @@ Arrival order (which gang keeps priority) comes from ``toporender.lock`` when th
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,12 @@ def gang_demand(gang: Gang, pods: Sequence[dict[str, Any]]) -> Any:
 
 
 def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache: dict[str, Inventory],
-               where: Position) -> Inventory | None:
+               where: Callable[[], Position]) -> Inventory | None:
+    """The inventory a pool packs against (read once per path); ``where`` gives the position for messages.
+
+    Finding a position in the config may mean a second, exact pass over it, so it is looked up only when a
+    message needs one.
+    """
     from toporender.placement.inventory import Inventory, nodes_from_documents
 
     if docs is not None:
@@ -111,12 +117,12 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
         return None
     if path not in cache:
         if repo.root is None:
-            raise fail(f"inventory {path!r} cannot be read: no repo directory was given", where)
+            raise fail(f"inventory {path!r} cannot be read: no repo directory was given", where())
         target = repo.root / path
         if Path(path).is_absolute() or ".." in Path(path).parts or not inside(repo.root, target):
-            raise fail(f"inventory {path!r} must be a path inside the repo", where)
+            raise fail(f"inventory {path!r} must be a path inside the repo", where())
         if not target.is_file():
-            raise fail(f"inventory file {path!r} not found", where)
+            raise fail(f"inventory file {path!r} not found", where())
         docs_on_disk = load_file(target, path, max_bytes=MAX_INVENTORY_BYTES, max_nodes=MAX_INVENTORY_VALUES)
         cache[path] = Inventory.of(nodes_from_documents(docs_on_disk), path)
     return cache[path]
@@ -144,8 +150,9 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str,
         members = [g for g in arrived if g.pool_name == pool_name]
         if not members:
             continue
-        where = repo.config_doc.pos(("pools", pool_name, "inventory") if pool.inventory else ("inventory",))
-        inv = _inventory(repo, inventory or pool.inventory or repo.config.inventory, inventory_docs, cache, where)
+        loc = ("pools", pool_name, "inventory") if pool.inventory else ("inventory",)
+        inv = _inventory(repo, inventory or pool.inventory or repo.config.inventory, inventory_docs, cache,
+                         partial(repo.config_doc.pos, loc))
         if inv is None:
             continue
         levels = [k.label for k in pool.topology_keys]
@@ -194,18 +201,24 @@ def annotate(gang: Gang, group_objects: list[dict[str, Any]], pods: list[dict[st
             meta["annotations"] = {**meta.get("annotations", {}), **gang_notes}
     if not gp.placed:
         return
+    pod_domain = gp.pod_domain
+    pod_nodes = gp.pod_nodes
+    pin = gang.pool.pin
     for task, pod in zip(gang.tasks, pods):
         name = task.spec.name
-        notes = {}
-        if name in gp.pod_domain:
-            notes[INTENDED_DOMAIN] = gp.pod_domain[name]
-        if name in gp.pod_nodes:
-            notes[INTENDED_NODE] = gp.pod_nodes[name]
-        if notes:
+        domain = pod_domain.get(name)
+        node = pod_nodes.get(name)
+        if domain is not None or node is not None:
+            # one fresh mapping per pod (never shared with the template the pod came from), filled in place
             meta = pod["metadata"]
-            meta["annotations"] = {**meta.get("annotations", {}), **notes}
-        if gang.pool.pin != "none" and name in gp.pod_domain:
-            _pin(pod, gp.pod_domain[name], hard=gang.pool.pin == "hard")
+            notes = dict(meta.get("annotations", {}))
+            if domain is not None:
+                notes[INTENDED_DOMAIN] = domain
+            if node is not None:
+                notes[INTENDED_NODE] = node
+            meta["annotations"] = notes
+        if pin != "none" and domain is not None:
+            _pin(pod, domain, hard=pin == "hard")
 
 
 def _pin(pod: dict[str, Any], domain: str, *, hard: bool) -> None:
