@@ -29,7 +29,8 @@ class Tree:
         self.levels = tuple(levels)
         selected = inventory.nodes
         if node_selector:
-            selected = tuple(n for n in selected if all(n.labels.get(k) == v for k, v in node_selector.items()))
+            wanted = node_selector.items()
+            selected = tuple(n for n in selected if wanted <= n.labels.items())
         nodes = sorted(selected, key=attrgetter("name"))
         paths = [self._path(n.labels) for n in nodes]
         first: dict[tuple[str, ...], str] = {}
@@ -83,24 +84,13 @@ class Tree:
         self.rank = rank
         for d in range(n_dom):
             self.dom_children[d].sort(key=lambda c: rank[c])
-        chains: dict[int, tuple[int, ...]] = {}
-        for d in set(node_dom):
-            chain = []
-            a = d
-            while a != -1:
-                chain.append(a)
-                a = self.dom_parent[a]
-            chains[d] = tuple(chain)
+        # ancestor of each domain at every coarser level (index = level + 1; 0 is the root); a domain's id is
+        # larger than its parent's, so each chain extends its parent's, already built
+        self.dom_anc: list[tuple[int, ...]] = [(ROOT,)]
+        for d in range(1, n_dom):
+            self.dom_anc.append(self.dom_anc[self.dom_parent[d]] + (d,))
+        chains = {d: self.dom_anc[d][::-1] for d in set(node_dom)}
         self.node_path: list[tuple[int, ...]] = [chains[d] for d in node_dom]
-        # ancestor of each domain at every coarser level (index = level + 1; 0 is the root)
-        self.dom_anc: list[tuple[int, ...]] = []
-        for d in range(n_dom):
-            chain = []
-            a = d
-            while a != -1:
-                chain.append(a)
-                a = self.dom_parent[a]
-            self.dom_anc.append(tuple(reversed(chain)))
 
         self.dom_total = [0] * n_dom
         self.dom_unavail = [0] * n_dom
