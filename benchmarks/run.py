@@ -3,9 +3,10 @@
 Convention: each folder ``benchmarks/<name>/`` with a ``bench.py`` is one benchmark. It runs as
 its own process (``python benchmarks/<name>/bench.py [--runs N]``), prints Markdown table rows
 ``| target | measured median (min–max) | baseline figure | ratio | pass/FAIL/info |`` and exits
-non-zero when a target is missed. A folder without ``bench.py`` but with a ``run.py`` is run as
-``python benchmarks/<name>/run.py`` (no options) and its output is shown as it is. Benchmarks
-run one after another so they do not disturb each other's timings.
+non-zero when a target is missed; detail tables go to stderr and pass through. A folder without
+``bench.py`` but with a ``run.py`` is run as ``python benchmarks/<name>/run.py`` (no options) and
+its output is shown as it is. Benchmarks run one after another so they do not disturb each
+other's timings. ``benchmarks/timing.py`` holds what the ``bench.py`` files share.
 """
 
 from __future__ import annotations

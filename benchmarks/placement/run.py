@@ -17,7 +17,9 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 HERE = Path(__file__).resolve().parent
 CASES = [(10_000, 100), (100_000, 1_000), (1_000_000, 10_000), (2_000_000, 20_000)]
@@ -37,33 +39,66 @@ def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, o
     return wall, usage.ru_maxrss / 1024, json.loads(out), usage.ru_utime + usage.ru_stime
 
 
-def scale(repeat: int, cases: list[tuple[int, int]]) -> None:
-    rows = [["GPUs", "gangs", "packer", "wall (median)", "CPU (median)", "peak RSS", "placed GPUs",
-             "wall ratio to previous size"]]
-    previous: dict[str, float] = {}
+@dataclass(frozen=True)
+class Case:
+    """Every run of one scale case: wall and CPU seconds, peak RSS (MiB) and the first run's output."""
+
+    gpus: int
+    gangs: int
+    algo: str
+    walls: list[float]
+    cpus: list[float]
+    rss: list[float]
+    out: dict[str, Any]
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+
+def measure_cases(repeat: int, cases: list[tuple[int, int]]) -> list[Case]:
+    """Run every case ``repeat`` times with ours and, up to ``BASELINE_MAX_GPUS``, with the baseline."""
+    measured = []
     for gpus, gangs in cases:
         for algo in ("ours", "baseline"):
             if algo == "baseline" and gpus > BASELINE_MAX_GPUS:
-                rows.append([f"{gpus:,}", f"{gangs:,}", algo, "not run (minutes)", "", "", "", ""])
                 continue
             runs = [measure(gpus, gangs, algo) for _ in range(repeat)]
-            wall = statistics.median(r[0] for r in runs)
-            cpu = statistics.median(r[3] for r in runs)
-            rss = max(r[1] for r in runs)
-            out = runs[0][2]
-            hashes = {r[2]["hash"] for r in runs}
-            if len(hashes) != 1:
+            if len({r[2]["hash"] for r in runs}) != 1:
                 raise SystemExit(f"plan hash differs between runs of {gpus}/{gangs}")
-            ratio = f"{wall / previous[algo]:.2f}x" if algo in previous else ""
-            previous[algo] = wall
-            rows.append([f"{gpus:,}", f"{gangs:,}", algo, f"{wall:.2f} s", f"{cpu:.2f} s", f"{rss:.0f} MiB",
-                         f"{out['placed']:,}/{out['requested']:,}", ratio])
+            measured.append(Case(gpus, gangs, algo, [r[0] for r in runs], [r[3] for r in runs],
+                                 [r[1] for r in runs], runs[0][2]))
+    return measured
+
+
+def print_scale(measured: list[Case], repeat: int, file: TextIO = sys.stdout) -> None:
+    rows = [["GPUs", "gangs", "packer", "wall (median)", "CPU (median)", "peak RSS", "placed GPUs",
+             "wall ratio to previous size"]]
+    previous: dict[str, float] = {}
+    for gpus, gangs in dict.fromkeys((c.gpus, c.gangs) for c in measured):
+        for algo in ("ours", "baseline"):
+            case = next((c for c in measured if (c.gpus, c.gangs, c.algo) == (gpus, gangs, algo)), None)
+            if case is None:
+                rows.append([f"{gpus:,}", f"{gangs:,}", algo, "not run (minutes)", "", "", "", ""])
+                continue
+            ratio = f"{case.wall / previous[algo]:.2f}x" if algo in previous else ""
+            previous[algo] = case.wall
+            rows.append([f"{gpus:,}", f"{gangs:,}", algo, f"{case.wall:.2f} s", f"{statistics.median(case.cpus):.2f} s",
+                         f"{max(case.rss):.0f} MiB", f"{case.out['placed']:,}/{case.out['requested']:,}", ratio])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print(f"packer scale (median of {repeat}; whole process: start, inventory generation, packing, plan)")
+    print(f"packer scale (median of {repeat}; whole process: start, inventory generation, packing, plan)", file=file)
     for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=file)
         if i == 0:
-            print("  ".join("-" * w for w in widths))
+            print("  ".join("-" * w for w in widths), file=file)
+
+
+def detail(quick: bool, file: TextIO = sys.stdout) -> None:
+    """The quality and stability tables (targets of the placement design, not of issue 8)."""
+    for script, seeds in (("quality.py", "10" if quick else "40"), ("stability.py", "5" if quick else "20")):
+        file.flush()
+        subprocess.run([sys.executable, str(HERE / script), "--seeds", seeds], check=True, stdout=file)
+        print(file=file)
 
 
 def main() -> None:
@@ -73,13 +108,9 @@ def main() -> None:
     ap.add_argument("--skip-quality", action="store_true")
     args = ap.parse_args()
     if not args.skip_quality:
-        subprocess.run([sys.executable, str(HERE / "quality.py"), "--seeds", "10" if args.quick else "40"],
-                       check=True)
-        print()
-        subprocess.run([sys.executable, str(HERE / "stability.py"), "--seeds", "5" if args.quick else "20"],
-                       check=True)
-        print()
-    scale(1 if args.quick else args.repeat, CASES[:2] if args.quick else CASES)
+        detail(args.quick)
+    repeat = 1 if args.quick else args.repeat
+    print_scale(measure_cases(repeat, CASES[:2] if args.quick else CASES), repeat)
 
 
 if __name__ == "__main__":

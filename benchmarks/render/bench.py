@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,9 +25,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from generate import TOTAL_PODS, WORKFLOWS, generate  # noqa: E402
+from timing import Figure, precompile, row, verdict  # noqa: E402
 
 KUSTOMIZE_PODS = 1_000
 JSON_TARGET_S = 0.5
@@ -48,21 +48,6 @@ ISSUE_SIX_S = 0.14
 class Sample:
     wall: float
     rss_mib: float
-
-
-@dataclass
-class Figure:
-    samples: list[float]
-    unit: str
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    def text(self) -> str:
-        fmt = "{:.3f}" if self.unit == "s" else "{:.0f}"
-        lo, hi = min(self.samples), max(self.samples)
-        return f"{fmt.format(self.median)} {self.unit} ({fmt.format(lo)}–{fmt.format(hi)})"
 
 
 def toporender_command() -> list[str]:
@@ -98,14 +83,6 @@ def measure(argv: Sequence[str], runs: int, stdout_path: Path | None = None, cwd
 
 def walls(samples: list[Sample]) -> Figure:
     return Figure([s.wall for s in samples], "s")
-
-
-def row(target: str, measured: str, baseline: str, ratio: str, result: str) -> str:
-    return f"| {target} | {measured} | {baseline} | {ratio} | {result} |"
-
-
-def verdict(value: float, limit: float) -> str:
-    return "pass" if value <= limit else "FAIL"
 
 
 def kustomize_baseline(json_stream: Path, work: Path, runs: int) -> Figure | None:
@@ -153,22 +130,6 @@ def emit_worker(objects_path: str, runs: int) -> None:
             fn()
             times[name].append(time.perf_counter() - start)
     print(json.dumps({k: v[1:] for k, v in times.items()}))
-
-
-def precompile() -> None:
-    """Give the installed package its bytecode, as a wheel install or the warm-up run would.
-
-    Python caches compiled modules after their first import, except where PYTHONDONTWRITEBYTECODE
-    is set (as in some CI images); an editable install there would recompile all of toporender in
-    every timed run, a cost no installed copy pays.
-    """
-    import compileall
-    import importlib.util
-
-    spec = importlib.util.find_spec("toporender")
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            compileall.compile_dir(folder, quiet=1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,56 @@
+"""The packer-scale benchmark turns measured cases into table rows with the right verdicts (issue 8 target 3)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("placement_bench", ROOT / "benchmarks" / "placement" / "bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _bench()
+
+
+def _cases(t100k: float, t1m: float, t2m: float, rss1m: float) -> list:
+    out = {"placed": 1, "requested": 2, "hash": "h"}
+    case = BENCH.Case
+    return [
+        case(10_000, 100, "ours", [0.3, 0.4, 0.35], [0.3], [20.0], out),
+        case(10_000, 100, "baseline", [0.2], [0.2], [19.0], out),
+        case(100_000, 1_000, "ours", [t100k, t100k + 0.05, t100k - 0.05], [t100k], [38.0], out),
+        case(100_000, 1_000, "baseline", [6.0], [6.0], [30.0], out),
+        case(1_000_000, 10_000, "ours", [t1m], [t1m], [rss1m], out),
+        case(2_000_000, 20_000, "ours", [t2m], [t2m], [400.0], out),
+    ]
+
+
+@pytest.mark.parametrize(("t100k", "t1m", "t2m", "rss1m", "failing"), [
+    (0.8, 4.0, 8.0, 210.0, []),
+    (1.2, 4.0, 8.0, 210.0, ["100,000 GPUs"]),
+    (0.8, 11.0, 20.0, 210.0, ["1,000,000 GPUs / 10,000 gangs, placed"]),
+    (0.8, 4.0, 8.0, 3000.0, ["peak RSS"]),
+    (0.8, 4.0, 9.0, 210.0, ["doubling"]),
+])
+def test_scale_rows_give_each_target_its_verdict(t100k: float, t1m: float, t2m: float, rss1m: float,
+                                                 failing: list[str]) -> None:
+    lines, ok = BENCH.rows(_cases(t100k, t1m, t2m, rss1m))
+    failed = [line for line in lines if line.endswith("| FAIL |")]
+    assert ok == (not failing)
+    assert len(failed) == len(failing)
+    for fragment, line in zip(failing, failed, strict=True):
+        assert fragment in line
+    targets = [line for line in lines if not line.endswith("| info |")]
+    assert len(targets) == 4  # 100k time, 1M time, 1M memory, doubling
+    assert all(line.startswith("| 3. packer") and line.count("|") == 6 for line in lines)
+    assert "scan-all-domains BestFit: 6.000 s" in next(line for line in lines if "100,000 GPUs" in line)
