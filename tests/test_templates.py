@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT, run_cli, write_repo
 from toporender.render import render_repo
-from toporender.templates import merge_patch, merge_pod, render_value
+from toporender.templates import TemplateFailure, compiled, merge_patch, merge_pod, render_value
 
 T = FIXTURES / "templates"
 RFC = yaml.safe_load((T / "merge_patch_rfc7386.yaml").read_text())
@@ -83,6 +85,37 @@ def test_merge_pod(name: str) -> None:
 def test_typed_values(value: str, expected: Any) -> None:
     variables = {"TASKS": [{"WF_TASK_NAME": "a"}, {"WF_TASK_NAME": "b"}], "WF_GROUP_NAME": "g", "NUMERIC_NAME": "123"}
     assert render_value(value, variables) == expected
+
+
+LENGTH_VARIABLES = {"TASKS": [{"WF_TASK_NAME": "a"}, {"WF_TASK_NAME": "b"}], "NONE": [], "TEXT": "abc",
+                    "MAP": {"k": 1}, "NUMBER": 7, "NOTHING": None}
+
+
+@pytest.mark.parametrize("value", [
+    "{{ TASKS|length }}", "{{TASKS|length}}", "  {{ TASKS | length }}  ", "{{ NONE|length }}", "{{ TEXT|length }}",
+    "{{ MAP|length }}", "{{ NUMBER|length }}", "{{ NOTHING|length }}", "{{ MISSING|length }}", "n{{ TASKS|length }}",
+    "{{ TASKS|length }}{{ TEXT|length }}", "{{ TASKS|length + 1 }}",
+])
+def test_length_shortcut_renders_what_jinja_renders(value: str) -> None:
+    """``{{ NAME|length }}`` skips Jinja in compiled templates; value or message must be Jinja's own."""
+    def outcome(render: Any) -> Any:
+        try:
+            return render()
+        except TemplateFailure as exc:
+            return ("error", exc.message)
+
+    fast = outcome(lambda: compiled({"v": value})(LENGTH_VARIABLES)["v"])
+    jinja = outcome(lambda: render_value(value, LENGTH_VARIABLES))
+    assert fast == jinja
+    assert type(fast) is type(jinja)
+
+
+def test_compute_domain_example_renders_without_importing_jinja() -> None:
+    """The usual templates (names and ``TASKS|length``) never pay for importing Jinja."""
+    code = ("import sys; from pathlib import Path; from toporender.render import render_repo; "
+            "render_repo(Path('examples/nvlink-compute-domain')); print('jinja2' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_nvlink_example_one_compute_domain_per_group_and_pods_join_it() -> None:

@@ -138,6 +138,9 @@ def _jsonable(value: Any, path: Loc) -> Any:
 
 
 _SIMPLE_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+# ``{{ TASKS|length }}``, the usual ``numNodes`` of a ComputeDomain: Jinja's ``length`` is ``len``.
+_LENGTH_REF = re.compile(r"\s*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*length\s*\}\}\s*")
+_SIZED = (list, tuple, str, dict)
 
 
 @lru_cache(maxsize=8192)
@@ -246,10 +249,22 @@ def _compile_tree(value: Any, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
 
 
 def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
-    """Plain ``{{ NAME }}`` references become a lookup or a ``str.format_map``; anything else, or a
-    name that is not defined, goes through Jinja (which also words the error)."""
+    """Plain ``{{ NAME }}`` references become a lookup or a ``str.format_map``, and ``{{ NAME|length }}``
+    a ``len``; anything else, or a name that is not defined or not sized, goes through Jinja (which
+    also words the error). A render that needs nothing else never imports Jinja."""
     if "{" not in value:
         return lambda variables: value
+    length = _LENGTH_REF.fullmatch(value)
+    if length is not None:
+        sized = length.group(1)
+
+        def count(variables: Mapping[str, Any]) -> Any:
+            items = variables.get(sized)
+            if isinstance(items, _SIZED):
+                return len(items)
+            return _render_string(value, variables, path)
+
+        return count
     parts = _simple(value)
     if parts is None:
         return lambda variables: _render_string(value, variables, path)
