@@ -1,4 +1,5 @@
-"""What every ``bench.py`` shares: a figure with its range, a table row, a verdict, compiled bytecode.
+"""What every ``bench.py`` shares: a measured child process, a figure with its range, a table row, a
+verdict, compiled bytecode.
 
 Not a benchmark itself (``benchmarks/run.py`` runs folders only); a ``bench.py`` puts this folder on
 ``sys.path`` and imports it.
@@ -6,8 +7,50 @@ Not a benchmark itself (``benchmarks/run.py`` runs folders only); a ``bench.py``
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Child:
+    """One finished child process as measured from outside: wall time around it, and its own peak RSS
+    and CPU time from ``os.wait4`` (what ``/usr/bin/time -v`` reports)."""
+
+    wall: float
+    rss_mib: float
+    cpu: float
+    stdout: bytes
+
+
+def run_child(argv: Sequence[str], *, stdout_path: Path | None = None, capture: bool = False,
+              cwd: Path | None = None) -> Child:
+    """Run ``argv`` to completion; its stdout goes to ``stdout_path``, is captured (``capture``) or is
+    dropped. A failing child ends the benchmark with its command, exit code and stderr."""
+    out: Any = subprocess.DEVNULL
+    if capture:
+        out = subprocess.PIPE
+    elif stdout_path:
+        out = open(stdout_path, "wb")  # noqa: SIM115 - closed below, after the child ends
+    try:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.PIPE, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        captured = proc.stdout.read() if proc.stdout else b""
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if stdout_path and not capture:
+            out.close()
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)} failed with exit code {code}:\n{err}")
+    return Child(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, captured)
 
 
 @dataclass

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from timing import run_child  # noqa: E402
+
 CASES = [(10_000, 100), (100_000, 1_000), (1_000_000, 10_000), (2_000_000, 20_000)]
 BASELINE_MAX_GPUS = 100_000
 
@@ -29,14 +31,8 @@ BASELINE_MAX_GPUS = 100_000
 def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, object], float]:
     """(wall seconds, peak RSS MiB, case output, CPU seconds) of one child process."""
     cmd = [sys.executable, str(HERE / "scale_case.py"), "--gpus", str(gpus), "--gangs", str(gangs), "--algo", algo]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    out = proc.stdout.read() if proc.stdout else ""
-    if status != 0:
-        raise SystemExit(f"case {gpus}/{gangs}/{algo} failed with status {status}")
-    return wall, usage.ru_maxrss / 1024, json.loads(out), usage.ru_utime + usage.ru_stime
+    child = run_child(cmd, capture=True)
+    return child.wall, child.rss_mib, json.loads(child.stdout), child.cpu
 
 
 @dataclass(frozen=True)
@@ -75,9 +71,10 @@ def print_scale(measured: list[Case], repeat: int, file: TextIO = sys.stdout) ->
     rows = [["GPUs", "gangs", "packer", "wall (median)", "CPU (median)", "peak RSS", "placed GPUs",
              "wall ratio to previous size"]]
     previous: dict[str, float] = {}
+    by_key = {(c.gpus, c.gangs, c.algo): c for c in measured}
     for gpus, gangs in dict.fromkeys((c.gpus, c.gangs) for c in measured):
         for algo in ("ours", "baseline"):
-            case = next((c for c in measured if (c.gpus, c.gangs, c.algo) == (gpus, gangs, algo)), None)
+            case = by_key.get((gpus, gangs, algo))
             if case is None:
                 rows.append([f"{gpus:,}", f"{gangs:,}", algo, "not run (minutes)", "", "", "", ""])
                 continue

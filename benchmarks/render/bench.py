@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +27,7 @@ REPO = HERE.parent.parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from generate import TOTAL_PODS, WORKFLOWS, generate  # noqa: E402
-from timing import Figure, precompile, row, verdict  # noqa: E402
+from timing import Child, Figure, precompile, row, run_child, verdict  # noqa: E402
 
 KUSTOMIZE_PODS = 1_000
 JSON_TARGET_S = 0.5
@@ -44,44 +43,20 @@ ISSUE_SIX = "yaml, ruamel.yaml, jinja2, jsonpatch, pydantic, click"
 ISSUE_SIX_S = 0.14
 
 
-@dataclass
-class Sample:
-    wall: float
-    rss_mib: float
-
-
 def toporender_command() -> list[str]:
     """The installed console script (what users and hosts run), else ``python -m toporender``."""
     script = shutil.which("toporender", path=str(Path(sys.executable).parent)) or shutil.which("toporender")
     return [script] if script else [sys.executable, "-m", "toporender"]
 
 
-def run_once(argv: Sequence[str], stdout_path: Path | None = None, cwd: Path | None = None) -> Sample:
-    """Run ``argv`` to completion; wall time and the child's own peak RSS."""
-    out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL  # noqa: SIM115
-    try:
-        start = time.perf_counter()
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.PIPE, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read().decode() if proc.stderr else ""
-    finally:
-        if stdout_path:
-            out.close()  # type: ignore[union-attr]
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed with exit code {proc.returncode}:\n{err}")
-    return Sample(wall, usage.ru_maxrss / 1024)
-
-
 def measure(argv: Sequence[str], runs: int, stdout_path: Path | None = None, cwd: Path | None = None,
-            warmup: int = 1) -> list[Sample]:
+            warmup: int = 1) -> list[Child]:
     for _ in range(warmup):
-        run_once(argv, stdout_path, cwd)
-    return [run_once(argv, stdout_path, cwd) for _ in range(runs)]
+        run_child(argv, stdout_path=stdout_path, cwd=cwd)
+    return [run_child(argv, stdout_path=stdout_path, cwd=cwd) for _ in range(runs)]
 
 
-def walls(samples: list[Sample]) -> Figure:
+def walls(samples: list[Child]) -> Figure:
     return Figure([s.wall for s in samples], "s")
 
 

@@ -20,6 +20,7 @@ from toporender.placing import annotate, load_order, lock_text, place, uses_plac
 from toporender.pods import base_pod, headless_service
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.templates import (
+    PodTemplates,
     apply_pod_templates,
     check_templates,
     group_variables,
@@ -167,7 +168,7 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
         for msg in gang_warnings(gang):
             sink.warn(msg, gang.pos)
     pods: list[dict[str, Any]] = []
-    by_platform: dict[str | None, list[Any]] = {}
+    by_platform: dict[str | None, PodTemplates] = {}
     for i, task in enumerate(gang.tasks):
         platform = task.resource.platform
         templates = by_platform.get(platform)
