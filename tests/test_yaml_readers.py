@@ -8,6 +8,7 @@ Python), errors must match in message and position.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,26 @@ def test_fast_reader_agrees_with_exact_loader(case: dict[str, Any]) -> None:
     assert fast == exact
     if case.get("fast"):
         assert fast_taken(case["text"]), "this plain document should not need the exact loader"
+
+
+_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+_LONG = "1" + "0" * _DIGITS
+
+
+@pytest.mark.skipif(not _DIGITS, reason="this Python reads ints of any length")
+@pytest.mark.parametrize(("text", "fast"), [
+    (f"{_LONG}\n", False),
+    (f"a: [{_LONG}]\n", False),
+    (f"a: {{b: -{_LONG}}}\n", False),
+    (f"a: {_LONG[:-1]}\n", True),
+    (f"a: '{_LONG}'\n", True),
+    (f"a: 4\nb: x{_LONG}\n", True),
+])
+def test_ints_python_refuses_go_to_the_exact_loader(text: str, fast: bool) -> None:
+    """Only an int read with more digits than Python converts needs the exact loader (which refuses it)."""
+    fast_result, exact = both(text)
+    assert fast_result == exact
+    assert fast_taken(text) is fast
 
 
 def test_positions_of_a_fast_read_document_are_the_exact_ones() -> None:

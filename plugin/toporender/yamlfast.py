@@ -41,9 +41,10 @@ _AT_NODE_START = {c: re.compile(r"(?:^|[-?:,\[{ ])" + re.escape(c), re.M) for c 
 # Ints YAML 1.1 reads differently: leading zeros (octal there, decimal in 1.2) and 0o (1.2 only).
 _RISKY_INT = re.compile(r"0(?<![\w.]0)(?<![\w.][-+]0)[0-9_o]")
 # Python refuses to read ints longer than sys.get_int_max_str_digits() (3.11+) and so does the
-# exact loader; yaml-rs does not.
+# exact loader; yaml-rs does not. Checked on the ints read (a regex over the text took longer
+# than all other checks together); spellings with leading zeros are _RISKY_INT's.
 _MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)()
-_LONG_INT = re.compile(rf"[0-9][0-9_]{{{_MAX_DIGITS}}}") if _MAX_DIGITS else None
+_TOO_LONG = 10 ** _MAX_DIGITS if _MAX_DIGITS else None
 # Floats YAML 1.1 reads differently: an exponent without a dot or a sign, a signed .nan.
 _RISKY_FLOAT = re.compile(r"[eE](?<=[0-9._][eE])[-+]?[0-9]|[-+]\.(?:nan|NaN|NAN)")
 # First characters of the plain scalars the exact loader reads as something other than a string.
@@ -91,7 +92,7 @@ def load_plain(text: str, exact_scalar: Callable[[str], Any], *, max_nodes: int,
     numbers = _agrees(data, text, exact_scalar, max_nodes, max_depth)
     if numbers is None:
         return UNSURE
-    if int in numbers and (_RISKY_INT.search(text) or (_LONG_INT is not None and _LONG_INT.search(text))):
+    if int in numbers and _RISKY_INT.search(text):
         return UNSURE
     if float in numbers and _RISKY_FLOAT.search(text):
         return UNSURE
@@ -123,7 +124,9 @@ def _agrees(data: Any, text: str, exact_scalar: Callable[[str], Any], max_nodes:
     start and end events), and refuses a collection opened inside ``max_depth`` others.
     """
     if not isinstance(data, (dict, list)):
-        return {type(data)} if type(data) is not str or _strings_agree({data}, text, exact_scalar) else None
+        if (type(data) is str and not _strings_agree({data}, text, exact_scalar)) or _too_long_int([data]):
+            return None
+        return {type(data)}
     types: set[type] = set()
     nodes = 2
     level: list[Any] = [data]
@@ -146,9 +149,15 @@ def _agrees(data: Any, text: str, exact_scalar: Callable[[str], Any], max_nodes:
             return None
         if str in here and not _strings_agree({v for v in values if type(v) is str}, text, exact_scalar):
             return None
+        if int in here and _too_long_int(values):
+            return None
         types |= here
         depth += 1
     return types
+
+
+def _too_long_int(values: list[Any]) -> bool:
+    return _TOO_LONG is not None and any(type(v) is int and abs(v) >= _TOO_LONG for v in values)
 
 
 def _strings_agree(strings: set[str], text: str, exact_scalar: Callable[[str], Any]) -> bool:
