@@ -34,9 +34,13 @@ _OTHER_PARSERS = re.compile(
     re.IGNORECASE,
 )
 
-# Characters libyaml prints as they are (printable, not a line break, no tab, no BOM, nothing
-# outside the Basic Multilingual Plane). Anything else forces double quotes and an escape.
-_SPECIAL = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+# Characters libyaml does not print as they are: control characters other than the line feed,
+# tab included, DEL and C1 controls, the line and paragraph separators, surrogates, the BOM,
+# U+FFFE/U+FFFF and everything outside the Basic Multilingual Plane. Any of them forces double
+# quotes and an escape. (Spelt as the set of these rather than as the complement of what is
+# printed: the complement takes ten times longer to compile, on every start of the program.)
+_SPECIAL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff"
+                      "\U00010000-\U0010ffff]")
 
 # What makes a printable one-line string unusable as a block plain scalar (libyaml's analysis):
 # document markers, a leading indicator, "- ", "? ", ": " or a trailing ":", " #",
@@ -246,9 +250,10 @@ def yaml_chunks(objects: list[dict[str, Any]], per_chunk: int = 256) -> list[byt
 # rendered objects are trees we built ourselves.
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
 # orjson writes 1e-9 for 1e-09 and 0.00001 for 1e-05, and null for inf and nan; a line with any
-# of these (or with an innocent look-alike) is encoded again by the standard encoder.
+# of these (or with an innocent look-alike) is encoded again by the standard encoder. A number
+# ends at a delimiter, which keeps hex in names (the "7e-8930-" of a UUID) from looking like one.
 # (Separate tests: a regex that starts with a literal runs at memory speed, an alternation does not.)
-_NEGATIVE_EXPONENT = re.compile(rb"e-(?<=[0-9]e-)[0-9]")
+_NEGATIVE_EXPONENT = re.compile(rb"e-(?<=[0-9]e-)[0-9]+[,}\]]")
 
 
 def _orjson_differs(line: bytes) -> bool:
