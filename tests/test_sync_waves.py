@@ -31,6 +31,7 @@ def test_render_option_adds_waves_in_apply_order() -> None:
 def test_argocd_parameter_turns_waves_on() -> None:
     env = {"ARGOCD_APP_NAMESPACE": "ml", "ARGOCD_APP_PARAMETERS": json.dumps(
         [{"name": "sync-waves", "string": "true"}])}
-    text, _ = generate(EXAMPLE, env)
+    chunks, _ = generate(EXAMPLE, env)
+    text = b"".join(chunks).decode()
     objects = [o for o in yaml.safe_load_all(text) if o]
     assert waves(objects)["Pod"] == {"0"} and waves(objects)["PodGroup"] == {"-1"}

@@ -77,13 +77,14 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
 @guarded
 def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
-    from toporender.emit import dump, dump_chunks
+    from toporender.emit import dump
+    from toporender.parallel import dump_chunks_parallel
     from toporender.render import render_repo
 
     result = render_repo(directory, make_options(**opts))
     report(result.warnings)
     if output_dir is None:
-        write_stdout(dump_chunks(result.objects, fmt))
+        write_stdout(dump_chunks_parallel(result.objects, fmt))
         return
     from toporender.hosts.atomic import atomic_write
 

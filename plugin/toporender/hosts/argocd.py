@@ -254,9 +254,9 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
     )
 
 
-def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[str, list[Diagnostic]]:
-    """Render ``app_dir`` for one Argo CD request; returns (stdout text, warnings)."""
-    from toporender.emit import dump_json, dump_yaml
+def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], list[Diagnostic]]:
+    """Render ``app_dir`` for one Argo CD request; returns (stdout as UTF-8 pieces, warnings)."""
+    from toporender.parallel import dump_chunks_parallel
     from toporender.render import RenderOptions, render_repo
 
     req = parse_request(environ)
@@ -272,8 +272,8 @@ def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[str, list[Diagn
     warnings = [*req.warnings, *result.warnings]
     objects = result.objects
     if not objects:
-        return "", warnings
-    return (dump_json(objects) if req.output_format == "json" else dump_yaml(objects)), warnings
+        return [], warnings
+    return dump_chunks_parallel(objects, req.output_format), warnings
 
 
 @click.group("argocd")
@@ -301,7 +301,7 @@ def generate_cmd() -> None:
             file=sys.stderr,
         )
         return
-    write_stdout(out if out.endswith("\n") else out + "\n")
+    write_stdout(out)
 
 
 @argocd_cmd.command("parameters")

@@ -1,0 +1,68 @@
+"""Serialise a large stream on two cores: a forked child writes the second half while we write the first.
+
+Emitting is the one stage whose input is finished and whose pieces are independent: every
+object serialises on its own, and the stream is the pieces in order. A YAML render of 10,000
+Pods spends about a quarter of its time there, so a second core takes about half of that off
+the wall-clock time. The child inherits the objects through ``fork`` (nothing is copied or
+pickled up front) and writes its half into an anonymous memory file; we read it back after
+writing our half, so the bytes are exactly what :func:`toporender.emit.dump_chunks` gives.
+
+Only for the CLI, with nothing else running in the process: when ``fork`` or ``memfd_create`` is
+missing (macOS, Windows), the process has other threads, there is one core, or the stream is
+small, the stream is written in this process. If the child fails for any reason its half is
+written here too, so the output never depends on the child.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from toporender.emit import dump_chunks
+
+MIN_OBJECTS = 2_000
+"""Below this, forking costs more than it saves (a fork is about 5 ms for a 150 MiB process)."""
+
+
+def _cores() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
+def can_fork() -> bool:
+    """Whether this process may split emitting with a forked child."""
+    return (hasattr(os, "fork") and hasattr(os, "memfd_create") and threading.active_count() == 1
+            and _cores() >= 2)
+
+
+def dump_chunks_parallel(objects: list[dict[str, Any]], fmt: str) -> list[bytes]:
+    """:func:`toporender.emit.dump_chunks` on two cores when that pays, byte for byte the same."""
+    if len(objects) < MIN_OBJECTS or not can_fork():
+        return dump_chunks(objects, fmt)
+    cut = len(objects) // 2
+    fd = os.memfd_create("toporender-emit", os.MFD_CLOEXEC)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _child(fd, objects[cut:], fmt)
+        first = dump_chunks(objects[:cut], fmt)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            return first + dump_chunks(objects[cut:], fmt)
+        with os.fdopen(os.dup(fd), "rb") as spill:
+            spill.seek(0)
+            return [*first, spill.read()]
+    finally:
+        os.close(fd)
+
+
+def _child(fd: int, objects: list[dict[str, Any]], fmt: str) -> None:
+    """Write the second half to ``fd`` and end the process without running any of the parent's exit code."""
+    code = 1
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as spill:
+            spill.writelines(dump_chunks(objects, fmt))
+        code = 0
+    finally:
+        os._exit(code)
