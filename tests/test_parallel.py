@@ -75,6 +75,19 @@ def test_failed_child_half_is_written_by_the_parent(fmt: str, forks: list[int],
     assert len(forks) == 1
 
 
+def _refuse(*args: object) -> int:
+    raise OSError(11, "Resource temporarily unavailable")
+
+
+@pytest.mark.parametrize("call", ["fork", "memfd_create"])
+def test_refused_fork_or_memory_file_writes_in_one_process(call: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container's process limit makes fork fail with EAGAIN; that is no error of the render."""
+    need_fork()
+    monkeypatch.setattr(parallel.os, call, _refuse)
+    objs = objects(parallel.MIN_OBJECTS)
+    assert parallel.dump_chunks_parallel(objs, "json") == dump_chunks(objs, "json")
+
+
 def _with_thread(fn: Callable[[], object]) -> object:
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)

@@ -9,8 +9,9 @@ writing our half, so the bytes are exactly what :func:`toporender.emit.dump_chun
 
 Only for the CLI, with nothing else running in the process: when ``fork`` or ``memfd_create`` is
 missing (macOS, Windows), the process has other threads, there is one core, or the stream is
-small, the stream is written in this process. If the child fails for any reason its half is
-written here too, so the output never depends on the child.
+small, the stream is written in this process, and so it is when the memory file or the fork is
+refused (a container's process limit). If the child fails for any reason its half is written
+here too, so the output never depends on the child.
 """
 
 from __future__ import annotations
@@ -41,9 +42,15 @@ def dump_chunks_parallel(objects: list[dict[str, Any]], fmt: str) -> list[bytes]
     if len(objects) < MIN_OBJECTS or not can_fork():
         return dump_chunks(objects, fmt)
     cut = len(objects) // 2
-    fd = os.memfd_create("toporender-emit", os.MFD_CLOEXEC)
     try:
-        pid = os.fork()
+        fd = os.memfd_create("toporender-emit", os.MFD_CLOEXEC)
+    except OSError:
+        return dump_chunks(objects, fmt)
+    try:
+        try:
+            pid = os.fork()
+        except OSError:  # a process limit (a container's pids.max): no second core after all
+            return dump_chunks(objects, fmt)
         if pid == 0:
             _child(fd, objects[cut:], fmt)
         first = dump_chunks(objects[:cut], fmt)
