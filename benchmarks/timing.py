@@ -7,9 +7,11 @@ Not a benchmark itself (``benchmarks/run.py`` runs folders only); a ``bench.py``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,23 +33,29 @@ class Child:
 def run_child(argv: Sequence[str], *, stdout_path: Path | None = None, capture: bool = False,
               cwd: Path | None = None) -> Child:
     """Run ``argv`` to completion; its stdout goes to ``stdout_path``, is captured (``capture``) or is
-    dropped. A failing child ends the benchmark with its command, exit code and stderr."""
-    out: Any = subprocess.DEVNULL
-    if capture:
-        out = subprocess.PIPE
-    elif stdout_path:
-        out = open(stdout_path, "wb")  # noqa: SIM115 - closed below, after the child ends
-    try:
+    dropped. A failing child ends the benchmark with its command, exit code and stderr.
+
+    Captured output and stderr go to temporary files, not pipes: the child is reaped with ``os.wait4``
+    (for its own peak RSS and CPU time) before anything is read, and a pipe would stall a child that
+    writes more than the pipe holds."""
+    with contextlib.ExitStack() as files:
+        err_file = files.enter_context(tempfile.TemporaryFile())
+        out: Any = subprocess.DEVNULL
+        if capture:
+            out = files.enter_context(tempfile.TemporaryFile())
+        elif stdout_path:
+            out = files.enter_context(open(stdout_path, "wb"))
         start = time.perf_counter()
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.PIPE, cwd=cwd)
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err_file, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        code = os.waitstatus_to_exitcode(status)
-        captured = proc.stdout.read() if proc.stdout else b""
-        err = proc.stderr.read().decode() if proc.stderr else ""
-    finally:
-        if stdout_path and not capture:
-            out.close()
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        captured = b""
+        if capture:
+            out.seek(0)
+            captured = out.read()
+        err_file.seek(0)
+        err = err_file.read().decode(errors="replace")
     if code != 0:
         raise SystemExit(f"{' '.join(argv)} failed with exit code {code}:\n{err}")
     return Child(wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, captured)

@@ -1,0 +1,62 @@
+"""The benchmarks' measured child (``benchmarks/timing.py``): output of any size, failures with their stderr."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _timing() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_timing", ROOT / "benchmarks" / "timing.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+TIMING = _timing()
+# Well over what a pipe holds (64 KiB on Linux): a child writing this into a pipe nobody reads would stall.
+BIG = 1 << 20
+
+
+def run_within(seconds: float, argv: list[str], capture: bool = True) -> Any:
+    """``run_child(argv)``, failing instead of hanging when the child stalls; returns the Child or the
+    exception run_child raised."""
+    done: list[Any] = []
+
+    def run() -> None:
+        try:
+            done.append(TIMING.run_child(argv, capture=capture))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            done.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not done:
+        pytest.fail(f"the measured child did not finish within {seconds} s: it stalls on a full pipe")
+    return done[0]
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_child_writing_more_than_a_pipe_holds_is_measured(stream: str) -> None:
+    code = f"import sys; sys.{stream}.write('x' * {BIG})"
+    child = run_within(30, [sys.executable, "-c", code])
+    assert len(child.stdout) == (BIG if stream == "stdout" else 0)
+    assert child.wall > 0 and child.rss_mib > 1 and child.cpu > 0
+
+
+def test_failing_child_ends_the_benchmark_with_its_stderr() -> None:
+    code = f"import sys; sys.stderr.write('e' * {BIG} + 'the reason'); sys.exit(3)"
+    failure = run_within(30, [sys.executable, "-c", code], capture=False)
+    assert isinstance(failure, SystemExit)
+    assert "exit code 3:" in str(failure) and str(failure).endswith("the reason")
