@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 from toporender import parallel
 from toporender.emit import dump, dump_chunks
 from toporender.render import render_repo
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FORMATS = ["yaml", "json"]
 
@@ -45,6 +48,11 @@ def forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield calls
 
 
+def same_stream(got: list[bytes], objs: list[dict[str, Any]], fmt: str) -> bool:
+    """Whether the pieces make up the one-process stream (a bare bool: a failing diff would be megabytes)."""
+    return b"".join(got) == b"".join(dump_chunks(objs, fmt))
+
+
 def need_fork() -> None:
     if not parallel.can_fork():
         if os.environ.get("CI", "").lower() == "true":
@@ -56,7 +64,7 @@ def need_fork() -> None:
 def test_two_process_stream_is_the_one_process_stream(forks: list[int]) -> None:
     need_fork()
     objs = objects(parallel.MIN_OBJECTS + 501)
-    assert b"".join(parallel.dump_chunks_parallel(objs, "yaml")) == b"".join(dump_chunks(objs, "yaml"))
+    assert same_stream(parallel.dump_chunks_parallel(objs, "yaml"), objs, "yaml")
     assert len(forks) == 1
 
 
@@ -68,7 +76,7 @@ def test_failed_child_half_is_written_by_the_parent(forks: list[int], monkeypatc
 
     monkeypatch.setattr(parallel, "_child", broken)
     objs = objects(parallel.MIN_OBJECTS)
-    assert b"".join(parallel.dump_chunks_parallel(objs, "yaml")) == b"".join(dump_chunks(objs, "yaml"))
+    assert same_stream(parallel.dump_chunks_parallel(objs, "yaml"), objs, "yaml")
     assert len(forks) == 1
 
 
@@ -82,7 +90,7 @@ def test_refused_fork_or_memory_file_writes_in_one_process(call: str, monkeypatc
     need_fork()
     monkeypatch.setattr(parallel.os, call, _refuse)
     objs = objects(parallel.MIN_OBJECTS)
-    assert parallel.dump_chunks_parallel(objs, "yaml") == dump_chunks(objs, "yaml")
+    assert same_stream(parallel.dump_chunks_parallel(objs, "yaml"), objs, "yaml")
 
 
 def _with_thread(fn: Callable[[], object]) -> object:
@@ -106,28 +114,37 @@ def test_one_process_when_forking_does_not_pay_or_is_unsafe(case: str, fmt: str,
                                                             forks: list[int]) -> None:
     objs = objects(count)
     out = run(lambda: parallel.dump_chunks_parallel(objs, fmt))
-    assert out == dump_chunks(objs, fmt)
+    assert isinstance(out, list) and same_stream(out, objs, fmt)
     assert forks == []
 
 
-def large_repo(root: Path, tasks: int) -> Path:
-    lines = ["workflow:", "  name: big", "  groups:"]
-    for g in range(tasks // 100):
-        lines += [f"  - name: g{g}", "    tasks:"]
-        lines += [f"    - {{name: g{g}-t{t}, image: busybox, resource: default}}" for t in range(100)]
-    lines += ["  resources:", "    default: {cpu: 1, memory: 1Gi}"]
-    (root / "workflows").mkdir(parents=True)
-    (root / "workflows" / "big.yaml").write_text("\n".join(lines) + "\n")
-    (root / "toporender.yaml").write_text("namespace: ns\ndefault_pool: p\npools:\n  p: {backend: kai, queue: q}\n")
-    return root
+def benchmark_repo(root: Path, workflows: int) -> Path:
+    """The render benchmark's repo with fewer workflows: 250 Pods each, and the 1 MB node inventory."""
+    spec = importlib.util.spec_from_file_location("bench_generate", ROOT / "benchmarks" / "render" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    generate.WORKFLOWS = workflows
+    return Path(generate.generate(root))
+
+
+@pytest.fixture(scope="module")
+def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return benchmark_repo(tmp_path_factory.mktemp("big") / "repo", 8)
+
+
+def one_process_stream(root: Path, fmt: str) -> bytes:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parallel, "can_fork", lambda: False)
+        return dump(render_repo(root).objects, fmt).encode()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_cli_stream_of_a_large_repo_is_the_library_stream(fmt: str, tmp_path: Path) -> None:
+def test_cli_stream_of_a_large_repo_is_the_one_process_stream(fmt: str, big_repo: Path) -> None:
+    """YAML emitted on two cores (JSON in one process) by the real command, on the benchmark's repo shape."""
     need_fork()
-    root = large_repo(tmp_path / "repo", 2_100)
-    expected = dump(render_repo(root).objects, fmt)
-    assert len(render_repo(root).objects) >= parallel.MIN_OBJECTS
-    cli = [sys.executable, "-m", "toporender", "render", "--format", fmt, str(root)]
+    assert len(render_repo(big_repo).objects) >= parallel.MIN_OBJECTS
+    cli = [sys.executable, "-m", "toporender", "render", "--format", fmt, str(big_repo)]
     done = subprocess.run(cli, capture_output=True, check=True)
-    assert done.stdout.decode() == expected
+    same = done.stdout == one_process_stream(big_repo, fmt)
+    assert same, "the command's stream differs from the one-process stream"
