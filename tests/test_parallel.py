@@ -118,6 +118,32 @@ def test_one_process_when_forking_does_not_pay_or_is_unsafe(case: str, fmt: str,
     assert forks == []
 
 
+@pytest.mark.parametrize("cgroup, cpu_max, limit", [
+    ("0::/kubepods/pod-a/repo-server\n", "100000 100000\n", 1.0),
+    ("0::/\n", "250000 100000\n", 2.5),
+    ("0::/kubepods/pod-b\n", "max 100000\n", None),
+    ("0::/no-cpu-controller\n", None, None),
+    ("12:cpu,cpuacct:/docker/abc\n", None, None),
+])
+def test_container_cpu_limit(cgroup: str, cpu_max: str | None, limit: float | None, tmp_path: Path) -> None:
+    """A repo-server container limited to one CPU sees all of its node's cores; its cgroup says otherwise."""
+    proc = tmp_path / "cgroup"
+    proc.write_text(cgroup)
+    root = tmp_path / "sys"
+    if cpu_max is not None:
+        path = root / cgroup.strip()[3:].lstrip("/") / "cpu.max"
+        path.parent.mkdir(parents=True)
+        path.write_text(cpu_max)
+    assert parallel.cpu_limit(proc, root) == limit
+
+
+def test_one_cpu_container_writes_in_one_process(forks: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "cpu_limit", lambda: 1.5)
+    objs = objects(parallel.MIN_OBJECTS)
+    assert same_stream(parallel.dump_chunks_parallel(objs, "yaml"), objs, "yaml")
+    assert forks == []
+
+
 def benchmark_repo(root: Path, workflows: int) -> Path:
     """The render benchmark's repo with fewer workflows: 250 Pods each, and the 1 MB node inventory."""
     spec = importlib.util.spec_from_file_location("bench_generate", ROOT / "benchmarks" / "render" / "generate.py")
