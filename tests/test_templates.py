@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT, run_cli, write_repo
 from toporender.render import render_repo
-from toporender.templates import TemplateFailure, compiled, merge_patch, merge_pod, render_value
+from toporender.templates import TemplateFailure, _jinja_string, compiled, merge_patch, merge_pod, render_value
 
 T = FIXTURES / "templates"
 RFC = yaml.safe_load((T / "merge_patch_rfc7386.yaml").read_text())
@@ -97,17 +97,19 @@ LENGTH_VARIABLES = {"TASKS": [{"WF_TASK_NAME": "a"}, {"WF_TASK_NAME": "b"}], "NO
     "{{ TASKS|length }}{{ TEXT|length }}", "{{ TASKS|length + 1 }}",
 ])
 def test_length_shortcut_renders_what_jinja_renders(value: str) -> None:
-    """``{{ NAME|length }}`` skips Jinja in compiled templates; value or message must be Jinja's own."""
+    """``{{ NAME|length }}`` skips Jinja (compiled templates and single values alike); value or message must be
+    Jinja's own."""
     def outcome(render: Any) -> Any:
         try:
             return render()
         except TemplateFailure as exc:
             return ("error", exc.message)
 
-    fast = outcome(lambda: compiled({"v": value})(LENGTH_VARIABLES)["v"])
-    jinja = outcome(lambda: render_value(value, LENGTH_VARIABLES))
-    assert fast == jinja
-    assert type(fast) is type(jinja)
+    jinja = outcome(lambda: _jinja_string(value, LENGTH_VARIABLES, ("v",)))
+    for fast in (outcome(lambda: compiled({"v": value})(LENGTH_VARIABLES)["v"]),
+                 outcome(lambda: render_value(value, LENGTH_VARIABLES, ("v",)))):
+        assert fast == jinja
+        assert type(fast) is type(jinja)
 
 
 def test_compute_domain_example_renders_without_importing_jinja() -> None:

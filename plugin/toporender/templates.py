@@ -159,21 +159,11 @@ def _simple(text: str) -> tuple[str, ...] | None:
 def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> Any:
     """Render every string inside ``value`` (not keys) with ``variables``; the result shares nothing with
     ``value``."""
-    if not isinstance(value, str):
-        return _compile_tree(value, path)(variables)
-    return _render_string(value, variables, path)
+    return _compile_tree(value, path)(variables)
 
 
-def _render_string(value: str, variables: Mapping[str, Any], path: Loc) -> Any:
-    if "{" not in value:
-        return value
-    parts = _simple(value)
-    if parts is not None:
-        names = parts[1::2]
-        if all(n in variables for n in names):
-            if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
-                return _jsonable(variables[names[0]], path)
-            return "".join(p if i % 2 == 0 else str(variables[p]) for i, p in enumerate(parts))
+def _jinja_string(value: str, variables: Mapping[str, Any], path: Loc) -> Any:
+    """Render with sandboxed Jinja, under the CPU-time limit; every failure becomes a TemplateFailure."""
     from jinja2 import TemplateSyntaxError, UndefinedError
     from jinja2.exceptions import SecurityError, TemplateError
 
@@ -262,18 +252,18 @@ def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]
             items = variables.get(sized)
             if isinstance(items, _SIZED):
                 return len(items)
-            return _render_string(value, variables, path)
+            return _jinja_string(value, variables, path)
 
         return count
     parts = _simple(value)
     if parts is None:
-        return lambda variables: _render_string(value, variables, path)
+        return lambda variables: _jinja_string(value, variables, path)
     if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
         name = parts[1]
 
         def whole(variables: Mapping[str, Any]) -> Any:
             if name not in variables:
-                return _render_string(value, variables, path)
+                return _jinja_string(value, variables, path)
             return _jsonable(variables[name], path)
 
         return whole
@@ -284,7 +274,7 @@ def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]
         try:
             return fmt.format_map(variables)
         except KeyError:
-            return _render_string(value, variables, path)
+            return _jinja_string(value, variables, path)
 
     return joined
 
