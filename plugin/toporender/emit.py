@@ -216,6 +216,11 @@ class _Writer:
 
     def item(self, value: Any, indent: str, head: str) -> None:
         """A node after an indicator (``-`` or ``:``) at ``indent``; ``head`` is the line up to the indicator."""
+        if type(value) is str:
+            text = self.texts.get(value)
+            if text is not None:
+                self.out.append(head + text)
+                return
         inner = indent + "  "
         if isinstance(value, dict) and value:
             self.mapping(value, inner, head + " ")
