@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from toporender.emit import dump_chunks
 
@@ -91,7 +91,7 @@ def dump_chunks_parallel(objects: list[dict[str, Any]], fmt: str) -> list[bytes]
         os.close(fd)
 
 
-def _child(fd: int, objects: list[dict[str, Any]], fmt: str) -> None:
+def _child(fd: int, objects: list[dict[str, Any]], fmt: str) -> NoReturn:
     """Write the second half to ``fd`` and end the process without running any of the parent's exit code."""
     code = 1
     try:
