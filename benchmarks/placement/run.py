@@ -22,17 +22,16 @@ from typing import Any, TextIO
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from timing import run_child  # noqa: E402
+from timing import Child, run_child  # noqa: E402
 
 CASES = [(10_000, 100), (100_000, 1_000), (1_000_000, 10_000), (2_000_000, 20_000)]
 BASELINE_MAX_GPUS = 100_000
 
 
-def measure(gpus: int, gangs: int, algo: str) -> tuple[float, float, dict[str, object], float]:
-    """(wall seconds, peak RSS MiB, case output, CPU seconds) of one child process."""
+def measure(gpus: int, gangs: int, algo: str) -> Child:
+    """One run of a scale case in its own process; its stdout is the case's JSON output."""
     cmd = [sys.executable, str(HERE / "scale_case.py"), "--gpus", str(gpus), "--gangs", str(gangs), "--algo", algo]
-    child = run_child(cmd, capture=True)
-    return child.wall, child.rss_mib, json.loads(child.stdout), child.cpu
+    return run_child(cmd, capture=True)
 
 
 @dataclass(frozen=True)
@@ -60,10 +59,11 @@ def measure_cases(repeat: int, cases: list[tuple[int, int]]) -> list[Case]:
             if algo == "baseline" and gpus > BASELINE_MAX_GPUS:
                 continue
             runs = [measure(gpus, gangs, algo) for _ in range(repeat)]
-            if len({r[2]["hash"] for r in runs}) != 1:
+            outs = [json.loads(r.stdout) for r in runs]
+            if len({o["hash"] for o in outs}) != 1:
                 raise SystemExit(f"plan hash differs between runs of {gpus}/{gangs}")
-            measured.append(Case(gpus, gangs, algo, [r[0] for r in runs], [r[3] for r in runs],
-                                 [r[1] for r in runs], runs[0][2]))
+            measured.append(Case(gpus, gangs, algo, [r.wall for r in runs], [r.cpu for r in runs],
+                                 [r.rss_mib for r in runs], outs[0]))
     return measured
 
 
