@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,6 +29,18 @@ class CliResult:
 def run_cli(*args: str) -> CliResult:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A script outside the package (a benchmark or a tool) imported as module ``name``, afresh each call.
+
+    It is registered in ``sys.modules`` first: dataclasses look their module up while a class is made."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_repo(root: Path, files: dict[str, str]) -> Path:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, load_script
 
-
-def _timing() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_timing", ROOT / "benchmarks" / "timing.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-TIMING = _timing()
+TIMING = load_script(ROOT / "benchmarks" / "timing.py", "bench_timing")
 # Well over what a pipe holds (64 KiB on Linux): a child writing this into a pipe nobody reads would stall.
 BIG = 1 << 20
 

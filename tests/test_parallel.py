@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,11 +12,10 @@ from typing import Any
 
 import pytest
 
+from conftest import ROOT, load_script
 from toporender import parallel
 from toporender.emit import dump, dump_chunks
 from toporender.render import render_repo
-
-ROOT = Path(__file__).resolve().parents[1]
 
 FORMATS = ["yaml", "json"]
 
@@ -146,10 +144,7 @@ def test_one_cpu_container_writes_in_one_process(forks: list[int], monkeypatch: 
 
 def benchmark_repo(root: Path, workflows: int) -> Path:
     """The render benchmark's repo with fewer workflows: 250 Pods each, and the 1 MB node inventory."""
-    spec = importlib.util.spec_from_file_location("bench_generate", ROOT / "benchmarks" / "render" / "generate.py")
-    assert spec is not None and spec.loader is not None
-    generate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generate)
+    generate = load_script(ROOT / "benchmarks" / "render" / "generate.py", "bench_generate")
     generate.WORKFLOWS = workflows
     return Path(generate.generate(root))
 

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT, load_script
 
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("placement_bench", ROOT / "benchmarks" / "placement" / "bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
+BENCH = load_script(ROOT / "benchmarks" / "placement" / "bench.py", "placement_bench")
 
 
 def _cases(t100k: float, t1m: float, t2m: float, rss1m: float) -> list:

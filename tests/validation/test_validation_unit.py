@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import time
 from importlib import resources
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import load_script
 from toporender.validation import _core, _crd, core_backend, validate_object, validate_objects
 from toporender.validation._admission import kai_schema_variant, parse_go_duration
 from toporender.validation._common import format_path, identity
@@ -44,11 +44,7 @@ UNIQUE_ITEMS = "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0"
 
 
 def _load_tool() -> Any:
-    spec = importlib.util.spec_from_file_location("vendor_schemas", TOOLS)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(TOOLS, "vendor_schemas")
 
 
 def _walk_keys(node: Any) -> set[str]:
