@@ -519,6 +519,11 @@ def apply_pod_templates(pod: dict[str, Any], gang: Gang, templates: PodTemplates
             _namespace_rule("pod", name, meta, gang.namespace, pos, sink, warned)
             if "name" in meta:
                 sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos)
+            for field in ("labels", "annotations"):
+                if meta.get(field) is not None and not isinstance(meta[field], dict):
+                    sink.error(f"pod template '{name}': metadata.{field} must be a mapping of names to strings",
+                               doc.pos(base + ("metadata", field)))
+                    del meta[field]
             check_reserved("pod", name, meta, {}, pos, sink)
         spec = patch.get("spec")
         if isinstance(spec, dict) and "schedulerName" in spec:
