@@ -19,6 +19,9 @@ from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
 from toporender.topology import GroupTopology, expand_group
 from toporender.yamlsource import Loc
 
+IDENTITY = ("WF_TASK_NAME", "WF_TASK_UUID", "WF_POD_NAME", "WF_HOSTNAME", "USER_CONTAINER_NAME")
+"""Template variables that name one task (see :mod:`toporender.podshape`)."""
+
 
 @dataclass(frozen=True)
 class Task:
@@ -28,6 +31,11 @@ class Task:
     pod_name: str
     hostname: str
     container: str
+
+    def identity(self) -> dict[str, str]:
+        """The values of :data:`IDENTITY` for this task, in that order."""
+        return {"WF_TASK_NAME": self.spec.name, "WF_TASK_UUID": self.uuid, "WF_POD_NAME": self.pod_name,
+                "WF_HOSTNAME": self.hostname, "USER_CONTAINER_NAME": self.container}
 
 
 @dataclass(frozen=True)

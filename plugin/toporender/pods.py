@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from toporender.gangs import Gang, Task
@@ -36,13 +37,19 @@ def resource_requirements(res: ResourceSpec) -> dict[str, Any] | None:
     return {"requests": q, "limits": dict(q)}
 
 
-def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None) -> dict[str, Any]:
+def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None,
+             identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The pod before templates and the backend's labels; ``schedulerName`` comes first in the spec
-    (templates may not set it)."""
-    labels = {**gang.workflow.spec.workflow.labels, **gang.labels, "toporender.dev/task": task.spec.name}
+    (templates may not set it).
+
+    ``identity`` stands in for the task's own names (:meth:`Task.identity`): the pod builder of
+    :mod:`toporender.podshape` passes slots there, to be filled in per task."""
+    ident = task.identity() if identity is None else identity
+    labels = {**gang.workflow.spec.workflow.labels, **gang.labels, "toporender.dev/task": ident["WF_TASK_NAME"]}
     if task.spec.lead:
         labels["toporender.dev/lead"] = "true"
-    container: dict[str, Any] = {"name": task.container, "image": task.spec.image or gang.pool.default_image}
+    image = task.spec.image or gang.pool.default_image
+    container: dict[str, Any] = {"name": ident["USER_CONTAINER_NAME"], "image": image}
     if task.spec.command:
         container["command"] = list(task.spec.command)
     if task.spec.args:
@@ -55,7 +62,7 @@ def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None) -> dict[
     spec: dict[str, Any] = {"schedulerName": scheduler_name} if scheduler_name else {}
     spec["restartPolicy"] = "Never"
     if gang.service_name:
-        spec["hostname"] = task.hostname
+        spec["hostname"] = ident["WF_HOSTNAME"]
         spec["subdomain"] = gang.service_name
     if gang.pool.node_selector:
         spec["nodeSelector"] = dict(gang.pool.node_selector)
@@ -63,9 +70,18 @@ def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None) -> dict[
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": task.pod_name, "namespace": gang.namespace, "labels": labels},
+        "metadata": {"name": ident["WF_POD_NAME"], "namespace": gang.namespace, "labels": labels},
         "spec": spec,
     }
+
+
+def finish_pod(pod: dict[str, Any], gang: Gang, task_name: Any, labels: Mapping[str, Any],
+               annotations: Mapping[str, Any] | None) -> None:
+    """Our labels over the templates' (gang, task, then the backend's) and the backend's annotations."""
+    meta = pod["metadata"]
+    meta["labels"] = {**meta.get("labels", {}), **gang.labels, "toporender.dev/task": task_name, **labels}
+    if annotations:
+        meta["annotations"] = {**meta.get("annotations", {}), **annotations}
 
 
 def headless_service(gang: Gang) -> dict[str, Any] | None:

@@ -8,16 +8,18 @@ is ever half-rendered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from toporender.backends import backend_for
+from toporender.backends import GangObjects, backend_for
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.placing import annotate, load_order, lock_text, place, uses_placement
-from toporender.pods import base_pod, headless_service
+from toporender.pods import base_pod, finish_pod, headless_service
+from toporender.podshape import PodShapes
 from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.templates import (
     PodTemplates,
@@ -167,25 +169,7 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
 
         for msg in gang_warnings(gang):
             sink.warn(msg, gang.pos)
-    pods: list[dict[str, Any]] = []
-    by_platform: dict[str | None, PodTemplates] = {}
-    for i, task in enumerate(gang.tasks):
-        platform = task.resource.platform
-        templates = by_platform.get(platform)
-        if templates is None:
-            templates = by_platform[platform] = pod_templates(config, gang, platform)
-        pod = base_pod(gang, task, backend.scheduler_name)
-        if templates:
-            group_vars = variables()
-            pod = apply_pod_templates(pod, gang, templates, {**group_vars, **group_vars["TASKS"][i]}, doc, sink,
-                                      warned)
-        meta = pod["metadata"]
-        meta["labels"] = {**meta.get("labels", {}), **gang.labels, "toporender.dev/task": task.spec.name,
-                          **backend.pod_labels.get(task.spec.name, {})}
-        ann = backend.pod_annotations.get(task.spec.name)
-        if ann:
-            meta["annotations"] = {**meta.get("annotations", {}), **ann}
-        pods.append(pod)
+    pods = _pods(gang, repo, backend, variables, sink, warned)
     service = headless_service(gang)
     group_objs = templated + backend.objects + ([service] if service else [])
     if repo.config.sync_waves:
@@ -194,6 +178,32 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
         for p in pods:
             _annotate(p, {SYNC_WAVE: "0"})
     return group_objs, pods
+
+
+def _pods(gang: Gang, repo: Repo, backend: GangObjects, variables: Callable[[], dict[str, Any]],
+          sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
+    """The gang's pods: by shape where tasks share one (:mod:`toporender.podshape`), else each built,
+    templated and labelled on its own (the general way, which also reports template problems)."""
+    shapes = PodShapes(gang, repo.config, backend.scheduler_name, backend.pod_labels, backend.pod_annotations,
+                       variables)
+    pods: list[dict[str, Any]] = []
+    by_platform: dict[str | None, PodTemplates] = {}
+    for i, task in enumerate(gang.tasks):
+        pod = shapes.pod(i)
+        if pod is None:
+            platform = task.resource.platform
+            templates = by_platform.get(platform)
+            if templates is None:
+                templates = by_platform[platform] = pod_templates(repo.config, gang, platform)
+            pod = base_pod(gang, task, backend.scheduler_name)
+            if templates:
+                group_vars = variables()
+                pod = apply_pod_templates(pod, gang, templates, {**group_vars, **group_vars["TASKS"][i]},
+                                          repo.config_doc, sink, warned)
+            name = task.spec.name
+            finish_pod(pod, gang, name, backend.pod_labels.get(name, {}), backend.pod_annotations.get(name))
+        pods.append(pod)
+    return pods
 
 
 def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:

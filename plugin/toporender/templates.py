@@ -156,6 +156,12 @@ def _simple(text: str) -> tuple[str, ...] | None:
     return tuple(parts)
 
 
+def format_string(parts: tuple[str, ...]) -> str:
+    """The ``str.format_map`` string of :func:`_simple` parts: literals escaped, names as fields."""
+    return "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}"
+                   for i, p in enumerate(parts))
+
+
 def render_value(value: Any, variables: Mapping[str, Any], path: Loc = ()) -> Any:
     """Render every string inside ``value`` (not keys) with ``variables``; the result shares nothing with
     ``value``."""
@@ -267,8 +273,7 @@ def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]
             return _jsonable(variables[name], path)
 
         return whole
-    fmt = "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}"
-                  for i, p in enumerate(parts))
+    fmt = format_string(parts)
 
     def joined(variables: Mapping[str, Any]) -> Any:
         try:
@@ -435,11 +440,7 @@ def group_variables(gang: Gang, config: RepoConfig) -> dict[str, Any]:
 def task_variables(gang: Gang, task: Task) -> dict[str, Any]:
     res = task.resource
     return {
-        "WF_TASK_NAME": task.spec.name,
-        "WF_TASK_UUID": task.uuid,
-        "WF_POD_NAME": task.pod_name,
-        "WF_HOSTNAME": task.hostname,
-        "USER_CONTAINER_NAME": task.container,
+        **task.identity(),
         "USER_GPU": res.gpu or 0,
         "USER_CPU": res.cpu or 0,
         "USER_MEMORY": "" if res.memory is None else str(res.memory),
@@ -499,6 +500,20 @@ def pod_templates(config: RepoConfig, gang: Gang, platform: str | None) -> PodTe
     """(name, compiled template) for every pod template a task on ``platform`` gets, in merge order."""
     names = pod_template_names(config, gang.pool_name, platform)
     return [(name, compiled(config.pod_templates[name])) for name in names]
+
+
+def pod_patch_policed(patch: Mapping[str, Any]) -> bool:
+    """Whether :func:`apply_pod_templates` has something to say about a rendered patch (a warning, an error, or a
+    namespace it drops), so that one who merges patches in bulk can leave it to that function."""
+    meta, spec = patch.get("metadata"), patch.get("spec")
+    if isinstance(meta, dict):
+        if "namespace" in meta or "name" in meta:
+            return True
+        for field in ("labels", "annotations"):
+            values = meta.get(field)
+            if values is not None and (not isinstance(values, dict) or any(reserved(k) for k in values)):
+                return True
+    return isinstance(spec, dict) and "schedulerName" in spec
 
 
 def apply_pod_templates(pod: dict[str, Any], gang: Gang, templates: PodTemplates, task_vars: Mapping[str, Any],
