@@ -148,8 +148,8 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
     if len(sink.errors) > errors_before:
         return GroupTopology(Constraint())
 
-    key_sets = {tuple(r[0] for r in reqs) for _, reqs in per_task}
-    if not any(reqs for _, reqs in per_task):
+    key_sets = {tuple(r[0] for r in reqs) for reqs in by_resource.values()}
+    if not any(by_resource.values()):
         return GroupTopology(Constraint())
     if len(key_sets) > 1:
         first_name, first = per_task[0]
@@ -168,7 +168,12 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
 
     root = _Node(-1, "", True, "", ())
     parent_of: dict[tuple[int, str], tuple[tuple[str, ...], Loc]] = {}
+    leaf_of: dict[int, _Node] = {}
     for name, reqs in per_task:
+        node = leaf_of.get(id(reqs))  # tasks of one resource walk one path: it is checked once
+        if node is not None:
+            node.tasks.append(name)
+            continue
         node = root
         for lvl, grp, required, rloc in reqs:
             owner = parent_of.setdefault((lvl, grp), (node.path, rloc))
@@ -190,6 +195,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
                     wf.pos(rloc + ("requirementType",)))
                 return GroupTopology(Constraint())
             node = child
+        leaf_of[id(reqs)] = node
         node.tasks.append(name)
 
     top = Constraint()
