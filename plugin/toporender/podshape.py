@@ -77,7 +77,6 @@ class Fmt:
     fmt: str
 
 
-Slot: TypeAlias = Ref | Fmt
 _SLOTS = (Ref, Fmt)
 Builder: TypeAlias = Callable[..., dict[str, Any]]
 
@@ -124,17 +123,15 @@ class PodShapes:
         key = self.keys[index]
         if key not in self.shared:
             return None
-        shape = self.shapes.get(key, self)
-        if shape is self:
+        if key not in self.shapes:
             try:
-                shape = build_shape(self.gang, index, self.config, self.scheduler_name, self.labels[index],
-                                    self.annotations[index], self.variables)
+                self.shapes[key] = build_shape(self.gang, index, self.config, self.scheduler_name,
+                                               self.labels[index], self.annotations[index], self.variables)
             except Undecided:
-                shape = None
-            self.shapes[key] = shape
+                self.shapes[key] = None
+        shape = self.shapes[key]
         if shape is None:
             return None
-        assert isinstance(shape, PodShape)
         task = self.gang.tasks[index]
         identity = task.identity()
         variables: Mapping[str, Any] | None = None
