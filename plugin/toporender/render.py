@@ -17,6 +17,7 @@ from typing import Any
 from toporender.backends import GangObjects, backend_for
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.gangs import Gang, check_config, expand, resolve_namespace
+from toporender.lifetime import keep
 from toporender.placing import annotate, load_order, lock_text, place, uses_placement
 from toporender.pods import base_pod, finish_pod, headless_service
 from toporender.podshape import PodShapes
@@ -130,6 +131,7 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     lock = lock_text(gangs, order) if placing and repo.root is not None else None
     result = RenderResult(files, sink.warnings, lock)
     _check_identities(result)
+    keep(repo, gangs, built, outcomes)
     return result
 
 
