@@ -32,9 +32,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, cast
 
+from toporender.errors import DiagnosticSink, Position
 from toporender.gangs import IDENTITY, Gang, Task
 from toporender.models import RepoConfig
 from toporender.pods import base_pod, finish_pod
+from toporender.repo import CONFIG_FILE
 from toporender.templates import (
     _LENGTH_REF,
     SET_LISTS,
@@ -43,8 +45,8 @@ from toporender.templates import (
     _simple,
     format_string,
     merge_pod,
-    pod_patch_policed,
     pod_template_names,
+    police_pod_patch,
 )
 from toporender.yamlsource import Loc
 
@@ -162,7 +164,9 @@ def build_shape(gang: Gang, index: int, config: RepoConfig, scheduler_name: str 
         shared = {**group, **{k: v for k, v in group["TASKS"][index].items() if k not in _IDENTITY}}
         for name in names:
             patch = _symbolic(config.pod_templates[name], shared, ("pod_templates", name))
-            if pod_patch_policed(patch):
+            checks = DiagnosticSink()
+            police_pod_patch(name, patch, gang.namespace, lambda loc: Position(CONFIG_FILE), checks, set())
+            if checks.errors or checks.warnings:
                 raise Undecided(f"pod template '{name}' sets what the template checks report or drop")
             _check_comparisons([pod], [patch])
             pod = merge_pod(pod, patch)

@@ -502,20 +502,6 @@ def pod_templates(config: RepoConfig, gang: Gang, platform: str | None) -> PodTe
     return [(name, compiled(config.pod_templates[name])) for name in names]
 
 
-def pod_patch_policed(patch: Mapping[str, Any]) -> bool:
-    """Whether :func:`apply_pod_templates` has something to say about a rendered patch (a warning, an error, or a
-    namespace it drops), so that one who merges patches in bulk can leave it to that function."""
-    meta, spec = patch.get("metadata"), patch.get("spec")
-    if isinstance(meta, dict):
-        if "namespace" in meta or "name" in meta:
-            return True
-        for field in ("labels", "annotations"):
-            values = meta.get(field)
-            if values is not None and (not isinstance(values, dict) or any(reserved(k) for k in values)):
-                return True
-    return isinstance(spec, dict) and "schedulerName" in spec
-
-
 def apply_pod_templates(pod: dict[str, Any], gang: Gang, templates: PodTemplates, task_vars: Mapping[str, Any],
                         doc: Document, sink: DiagnosticSink, warned: set[str]) -> dict[str, Any]:
     """Merge the pool's and platform's pod templates (from :func:`pod_templates`) into ``pod``, in order.
@@ -528,21 +514,36 @@ def apply_pod_templates(pod: dict[str, Any], gang: Gang, templates: PodTemplates
         except TemplateFailure as exc:
             sink.error(f"pod template '{name}': {exc.message}", doc.pos(base + exc.path))
             continue
-        meta = patch.get("metadata")
-        if isinstance(meta, dict):
-            pos = doc.pos(base + ("metadata",))
-            _namespace_rule("pod", name, meta, gang.namespace, pos, sink, warned)
-            if "name" in meta:
-                sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos)
-            for field in ("labels", "annotations"):
-                if meta.get(field) is not None and not isinstance(meta[field], dict):
-                    sink.error(f"pod template '{name}': metadata.{field} must be a mapping of names to strings",
-                               doc.pos(base + ("metadata", field)))
-                    del meta[field]
-            check_reserved("pod", name, meta, {}, pos, sink)
-        spec = patch.get("spec")
-        if isinstance(spec, dict) and "schedulerName" in spec:
-            sink.error(f"pod template '{name}' sets spec.schedulerName, which the pool's backend owns; "
-                       "set scheduler_name on the pool instead", doc.pos(base + ("spec", "schedulerName")))
+
+        def position(loc: Loc, base: Loc = base) -> Position:
+            return doc.pos(base + loc)
+
+        police_pod_patch(name, patch, gang.namespace, position, sink, warned)
         pod = merge_pod(pod, patch)
     return pod
+
+
+def police_pod_patch(name: str, patch: dict[str, Any], namespace: str, position: Callable[[Loc], Position],
+                     sink: DiagnosticSink, warned: set[str]) -> None:
+    """Report what a rendered pod template may not do, and drop what it reports (a namespace, a non-mapping
+    field) so the merge can go on. ``position`` gives a path's place inside the template.
+
+    It changes ``patch`` only where it also reports something, so a caller that merges patches in bulk
+    (:mod:`toporender.podshape`) can run it with a sink of its own and leave every reported patch to
+    :func:`apply_pod_templates`."""
+    meta = patch.get("metadata")
+    if isinstance(meta, dict):
+        pos = position(("metadata",))
+        _namespace_rule("pod", name, meta, namespace, pos, sink, warned)
+        if "name" in meta:
+            sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos)
+        for field in ("labels", "annotations"):
+            if meta.get(field) is not None and not isinstance(meta[field], dict):
+                sink.error(f"pod template '{name}': metadata.{field} must be a mapping of names to strings",
+                           position(("metadata", field)))
+                del meta[field]
+        check_reserved("pod", name, meta, {}, pos, sink)
+    spec = patch.get("spec")
+    if isinstance(spec, dict) and "schedulerName" in spec:
+        sink.error(f"pod template '{name}' sets spec.schedulerName, which the pool's backend owns; "
+                   "set scheduler_name on the pool instead", position(("spec", "schedulerName")))
