@@ -7,7 +7,6 @@ compares the JSON text (so key order counts too), the warnings and the errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,9 +16,13 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT
 from toporender import podshape
-from toporender.errors import UserError
+from toporender.backends import backend_for
+from toporender.errors import DiagnosticSink, UserError
+from toporender.gangs import expand
 from toporender.models import ResourceSpec, TaskSpec
-from toporender.render import render_documents, render_repo
+from toporender.render import Repo, render_documents, render_repo
+from toporender.repo import load_config, load_workflow
+from toporender.templates import group_variables
 from toporender.yamlsource import load_text
 
 CASES = yaml.safe_load((FIXTURES / "podshape" / "cases.yaml").read_text())
@@ -65,16 +68,15 @@ def _outcome(config: str, workflow: str) -> tuple[str, list[str]]:
     return json.dumps(result.objects), [str(w) for w in result.warnings]
 
 
-@pytest.fixture
-def general_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _general_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch the shape builder off: every pod is built the general way."""
     monkeypatch.setattr(podshape.PodShapes, "pod", lambda self, index: None)
-    yield
 
 
 def _both(config: str, workflow: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     shaped = _outcome(config, workflow)
     with monkeypatch.context() as m:
-        m.setattr(podshape.PodShapes, "pod", lambda self, index: None)
+        _general_path_only(m)
         general = _outcome(config, workflow)
     return shaped, general
 
@@ -83,15 +85,8 @@ def _shape_of(templates: Any) -> Any:
     """Build the shape of the second task directly: a PodShape, or the Undecided raised."""
     config = load_text(_config(templates), "toporender.yaml")[0]
     workflow = load_text(_workflow(TASKS), "workflows/w.yaml")[0]
-    from toporender.backends import backend_for
-    from toporender.gangs import expand
-    from toporender.render import Repo, load_config, load_workflow
-    from toporender.templates import group_variables
-
     cfg = load_config(config)
     repo = Repo(None, config, cfg, (load_workflow(workflow),))
-    from toporender.errors import DiagnosticSink
-
     gang = expand(repo, sink=DiagnosticSink())[0]
     objects = backend_for(gang.pool).render_gang(gang)
     try:
@@ -171,7 +166,7 @@ def test_benchmark_shaped_repo_is_built_by_shape(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(podshape, "build_shape", counting)
     shaped = json.dumps(render_repo(ROOT / "examples" / "nvlink-compute-domain").objects)
     assert calls
-    monkeypatch.setattr(podshape.PodShapes, "pod", lambda self, index: None)
+    _general_path_only(monkeypatch)
     assert json.dumps(render_repo(ROOT / "examples" / "nvlink-compute-domain").objects) == shaped
 
 
