@@ -52,18 +52,24 @@ class Case:
 
 
 def measure_cases(repeat: int, cases: list[tuple[int, int]]) -> list[Case]:
-    """Run every case ``repeat`` times with ours and, up to ``BASELINE_MAX_GPUS``, with the baseline."""
+    """Run every case ``repeat`` times with ours and, up to ``BASELINE_MAX_GPUS``, with the baseline.
+
+    The runs go in rounds, each running every case once, so a change in the machine's load during a sitting
+    reaches every case alike: the doubling ratio and the baseline ratios compare cases of the same sitting.
+    """
+    plan = [(gpus, gangs, algo) for gpus, gangs in cases for algo in ("ours", "baseline")
+            if algo == "ours" or gpus <= BASELINE_MAX_GPUS]
+    runs: dict[tuple[int, int, str], list[Child]] = {key: [] for key in plan}
+    for _ in range(repeat):
+        for key in plan:
+            runs[key].append(measure(*key))
     measured = []
-    for gpus, gangs in cases:
-        for algo in ("ours", "baseline"):
-            if algo == "baseline" and gpus > BASELINE_MAX_GPUS:
-                continue
-            runs = [measure(gpus, gangs, algo) for _ in range(repeat)]
-            outs = [json.loads(r.stdout) for r in runs]
-            if len({o["hash"] for o in outs}) != 1:
-                raise SystemExit(f"plan hash differs between runs of {gpus}/{gangs}")
-            measured.append(Case(gpus, gangs, algo, [r.wall for r in runs], [r.cpu for r in runs],
-                                 [r.rss_mib for r in runs], outs[0]))
+    for (gpus, gangs, algo), done in runs.items():
+        outs = [json.loads(r.stdout) for r in done]
+        if len({o["hash"] for o in outs}) != 1:
+            raise SystemExit(f"plan hash differs between runs of {gpus}/{gangs}")
+        measured.append(Case(gpus, gangs, algo, [r.wall for r in done], [r.cpu for r in done],
+                             [r.rss_mib for r in done], outs[0]))
     return measured
 
 

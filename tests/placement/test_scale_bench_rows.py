@@ -41,3 +41,23 @@ def test_scale_rows_give_each_target_its_verdict(t100k: float, t1m: float, t2m: 
     assert len(targets) == 4  # 100k time, 1M time, 1M memory, doubling
     assert all(line.startswith("| 3. packer") and line.count("|") == 6 for line in lines)
     assert "scan-all-domains BestFit: 6.000 s" in next(line for line in lines if "100,000 GPUs" in line)
+
+
+def test_scale_cases_run_in_rounds_so_load_changes_reach_every_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int, str]] = []
+
+    def fake_measure(gpus: int, gangs: int, algo: str) -> object:
+        calls.append((gpus, gangs, algo))
+        wall = len(calls) / 10
+        out = f'{{"placed": 1, "requested": 2, "hash": "{gpus}"}}'.encode()
+        return BENCH.measure_cases.__globals__["Child"](wall, 10.0, wall, out)
+
+    monkeypatch.setitem(BENCH.measure_cases.__globals__, "measure", fake_measure)
+    cases = [(10_000, 100), (100_000, 1_000), (1_000_000, 10_000)]
+    measured = BENCH.measure_cases(3, cases)
+    one_round = [(10_000, 100, "ours"), (10_000, 100, "baseline"), (100_000, 1_000, "ours"),
+                 (100_000, 1_000, "baseline"), (1_000_000, 10_000, "ours")]
+    assert calls == one_round * 3
+    assert [(c.gpus, c.gangs, c.algo) for c in measured] == one_round
+    # each case keeps its own runs, one from each round
+    assert [c.walls for c in measured][0] == [0.1, 0.6, 1.1]
