@@ -1,9 +1,9 @@
 """Render throughput, memory and cold start (issue 8 targets 1, 2 and 4), measured as whole processes.
 
 Each figure is the median of several runs after a warm-up, with the range, and every baseline
-is measured in the same run on the same machine, so ratios stay meaningful when the machine is
-busy. Wall time is taken around the child process (interpreter start included); peak RSS is
-the child's own ``ru_maxrss`` from ``os.wait4``.
+is measured in the same run on the same machine, in rounds that run every command once, so ratios
+stay meaningful when the machine is busy. Wall time is taken around the child process (interpreter
+start included); peak RSS is the child's own ``ru_maxrss`` from ``os.wait4``.
 
 ``python benchmarks/render/bench.py [--runs N]`` prints table rows (``benchmarks/run.py`` adds
 the header); the exit status is 1 when a target is missed.
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -49,19 +49,42 @@ def toporender_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "toporender"]
 
 
-def measure(argv: Sequence[str], runs: int, stdout_path: Path | None = None, cwd: Path | None = None,
-            warmup: int = 1) -> list[Child]:
-    for _ in range(warmup):
-        run_child(argv, stdout_path=stdout_path, cwd=cwd)
-    return [run_child(argv, stdout_path=stdout_path, cwd=cwd) for _ in range(runs)]
+@dataclass(frozen=True)
+class Command:
+    argv: list[str]
+    stdout_path: Path | None = None
+
+
+def spread(k: int, runs: int) -> set[int]:
+    """``k`` of the rounds ``0 .. runs - 1``, evenly spread (all of them when ``k >= runs``)."""
+    return set(range(runs)) if k >= runs else {i * runs // k for i in range(k)}
+
+
+def in_rounds(commands: dict[str, Command], runs: int, fewer: dict[str, int] | None = None) -> dict[str, list[Child]]:
+    """Every command once as a warm-up, then ``runs`` rounds that run each command once; a command in ``fewer``
+    runs in only that many rounds, spread over the sitting.
+
+    Rounds make a change in the machine's load during a sitting reach every figure alike, so the ratios of a run
+    (the render against kustomize, the cold start against the imports) compare figures of the same moments."""
+    fewer = fewer or {}
+    for c in commands.values():
+        run_child(c.argv, stdout_path=c.stdout_path)
+    rounds = {name: spread(fewer.get(name, runs), runs) for name in commands}
+    samples: dict[str, list[Child]] = {name: [] for name in commands}
+    for r in range(runs):
+        for name, c in commands.items():
+            if r in rounds[name]:
+                samples[name].append(run_child(c.argv, stdout_path=c.stdout_path))
+    return samples
 
 
 def walls(samples: list[Child]) -> Figure:
     return Figure([s.wall for s in samples], "s")
 
 
-def kustomize_baseline(json_stream: Path, work: Path, runs: int) -> Figure | None:
-    """``kubectl kustomize`` re-emitting the first 1,000 rendered Pods, listed as one resource file."""
+def kustomize_command(json_stream: Path, work: Path) -> Command | None:
+    """``kubectl kustomize`` re-emitting the first 1,000 rendered Pods, listed as one resource file; None without
+    kubectl."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         return None
@@ -79,7 +102,7 @@ def kustomize_baseline(json_stream: Path, work: Path, runs: int) -> Figure | Non
     kdir.mkdir()
     (kdir / "pods.yaml").write_text(yaml.dump_all(pods, Dumper=yaml.CSafeDumper, sort_keys=False))
     (kdir / "kustomization.yaml").write_text("resources:\n- pods.yaml\n")
-    return walls(measure([kubectl, "kustomize", str(kdir)], runs))
+    return Command([kubectl, "kustomize", str(kdir)])
 
 
 def emit_worker(objects_path: str, runs: int) -> None:
@@ -125,19 +148,27 @@ def main(argv: list[str] | None = None) -> int:
         repo = generate(work / "repo")
         json_out, yaml_out = work / "out.json", work / "out.yaml"
 
-        json_runs = measure([*cmd, "render", "--format", "json", str(repo)], args.runs, json_out)
-        yaml_runs = measure([*cmd, "render", str(repo)], args.runs, yaml_out)
+        render_json = Command([*cmd, "render", "--format", "json", str(repo)], json_out)
+        run_child(render_json.argv, stdout_path=json_out)  # the stream the checks and kustomize's input use
         with json_out.open() as f:
             kinds = [json.loads(line)["kind"] for line in f]
         if kinds.count("Pod") != TOTAL_PODS:
             raise SystemExit(f"expected {TOTAL_PODS} Pods, rendered {kinds.count('Pod')}")
-
-        kustomize = kustomize_baseline(json_out, work, max(3, args.runs // 2))
-        small = REPO / "examples" / "single-rack"
-        cold = measure([*cmd, "render", str(small)], args.runs)
-        bare = measure([sys.executable, "-c", "pass"], args.runs)
-        deps = measure([sys.executable, "-c", f"import {DEPENDENCIES}"], args.runs)
-        six = measure([sys.executable, "-c", f"import {ISSUE_SIX}"], args.runs)
+        commands = {
+            "json": render_json,
+            "yaml": Command([*cmd, "render", str(repo)], yaml_out),
+            "cold": Command([*cmd, "render", str(REPO / "examples" / "single-rack")]),
+            "bare": Command([sys.executable, "-c", "pass"]),
+            "deps": Command([sys.executable, "-c", f"import {DEPENDENCIES}"]),
+            "six": Command([sys.executable, "-c", f"import {ISSUE_SIX}"]),
+        }
+        kustomize_run = kustomize_command(json_out, work)
+        if kustomize_run is not None:
+            commands["kustomize"] = kustomize_run
+        samples = in_rounds(commands, args.runs, {"kustomize": max(3, args.runs // 2)})
+        json_runs, yaml_runs, cold, bare, deps, six = (samples[k] for k in ("json", "yaml", "cold", "bare", "deps",
+                                                                           "six"))
+        kustomize = walls(samples["kustomize"]) if kustomize_run is not None else None
 
         worker = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--emit-worker", str(json_out),
                                  "--runs", str(args.runs)], check=True, capture_output=True, text=True)
