@@ -51,6 +51,8 @@ def toporender_command() -> list[str]:
 
 @dataclass(frozen=True)
 class Command:
+    """One measured command line, and where its stdout goes (dropped when None)."""
+
     argv: list[str]
     stdout_path: Path | None = None
 
