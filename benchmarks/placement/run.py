@@ -107,7 +107,7 @@ def detail(quick: bool, file: TextIO = sys.stdout) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description="placement benchmarks")
     ap.add_argument("--quick", action="store_true", help="fewer quality seeds, smaller scale cases, one repeat")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--skip-quality", action="store_true")
     args = ap.parse_args()
     if not args.skip_quality:

@@ -30,7 +30,7 @@ def _cases(t100k: float, t1m: float | list[float], t2m: float | list[float], rss
     (0.8, 11.0, 20.0, 210.0, ["1,000,000 GPUs / 10,000 gangs, placed"]),
     (0.8, 4.0, 8.0, 3000.0, ["peak RSS"]),
     (0.8, 4.0, 9.0, 210.0, ["doubling"]),
-    # the machine slowed after the first round: every round doubled, though the medians are 2.22x apart
+    # the machine slowed after the first round: two rounds of three doubled, though the medians are 2.22x apart
     (0.8, [4.0, 5.0, 4.5], [8.0, 10.0, 10.5], 210.0, []),
     (0.8, [4.0, 4.0, 4.0], [8.0, 9.2, 9.0], 210.0, ["doubling"]),
 ])
