@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from conftest import ROOT
-from toporender.emit import (
+from toporender.emit.stream import (
     dump,
     dump_chunks,
     dump_json,
@@ -202,7 +202,7 @@ def test_round_trip_through_pyyaml_and_a_yaml_1_2_parser(objects: list[dict[str,
 # open to other parsers' readings, the bytes must be PyYAML's (libyaml spells some escapes
 # differently and keeps line breaks, \r included, in single quotes; those cases are excluded).
 def _comparable(s: str) -> bool:
-    from toporender.emit import _OTHER_PARSERS
+    from toporender.emit.stream import _OTHER_PARSERS
 
     return not any(c in s for c in "\n\r\x85\u2028\u2029") and _OTHER_PARSERS.fullmatch(s) is None
 

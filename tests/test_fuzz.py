@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toporender.errors import UserError
-from toporender.render import render_documents
+from toporender.load.yaml_source import load_text
+from toporender.pipeline import render_documents
 from toporender.validation import validate_objects
-from toporender.yamlsource import load_text
 
 STATS: dict[str, Any] = {"cases": 0, "rendered": 0, "errors": set()}
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from toporender import lifetime
-from toporender.render import render_repo
+from toporender.pipeline import render_repo
 
 EXAMPLE = ROOT / "examples" / "nvlink-compute-domain"
 
@@ -40,6 +40,6 @@ def test_console_script_output_is_the_library_output(tmp_path: Path) -> None:
     """The console script holds its data and ends with os._exit; what it writes is still everything."""
     out = subprocess.run([sys.executable, "-c", "from toporender.cli import main; main()", "render", "--format",
                           "json", str(EXAMPLE)], capture_output=True, check=True).stdout
-    from toporender.emit import dump_json
+    from toporender.emit.stream import dump_json
 
     assert out.decode() == dump_json(render_repo(EXAMPLE).objects)

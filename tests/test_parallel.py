@@ -1,4 +1,4 @@
-"""Emitting on two cores (``toporender.parallel``) writes exactly the one-process stream."""
+"""Emitting on two cores (``toporender.emit.parallel``) writes exactly the one-process stream."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, load_script
-from toporender import parallel
-from toporender.emit import dump, dump_chunks
-from toporender.render import render_repo
+from toporender.emit import parallel
+from toporender.emit.stream import dump, dump_chunks
+from toporender.pipeline import render_repo
 
 FORMATS = ["yaml", "json"]
 
@@ -32,7 +32,7 @@ def objects(count: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def forks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Count the forks ``toporender.parallel`` makes."""
+    """Count the forks ``toporender.emit.parallel`` makes."""
     calls: list[int] = []
     real = os.fork
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, run_cli, write_repo
-from toporender.render import RenderOptions, render_repo
+from toporender.pipeline import RenderOptions, render_repo
 
 EXAMPLE = ROOT / "examples" / "multi-rack-zone"
 

@@ -1,4 +1,4 @@
-"""Pods by task shape (``toporender.podshape``): exactly the general path's output, or the general path itself.
+"""Pods by task shape (``toporender.build.pod_shapes``): exactly the general path's output, or the general path itself.
 
 Every case renders a repo twice, once as the CLI does and once with the shape builder switched off, and
 compares the JSON text (so key order counts too), the warnings and the errors.
@@ -15,15 +15,15 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT
-from toporender import podshape
-from toporender.backends import backend_for
+from toporender.build import pod_shapes as podshape
+from toporender.build.backends import backend_for
+from toporender.build.templates import group_variables
 from toporender.errors import DiagnosticSink, UserError
-from toporender.gangs import expand
-from toporender.models import ResourceSpec, TaskSpec
-from toporender.render import Repo, render_documents, render_repo
-from toporender.repo import load_config, load_workflow
-from toporender.templates import group_variables
-from toporender.yamlsource import load_text
+from toporender.expand.gangs import expand
+from toporender.load.models import ResourceSpec, TaskSpec
+from toporender.load.repo import load_config, load_workflow
+from toporender.load.yaml_source import load_text
+from toporender.pipeline import Repo, render_documents, render_repo
 
 CASES = yaml.safe_load((FIXTURES / "podshape" / "cases.yaml").read_text())
 

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, run_cli, write_repo
-from toporender.naming import uid_text
-from toporender.render import render_repo
+from toporender.expand.naming import uid_text
+from toporender.pipeline import render_repo
 
 SEED = FIXTURES / "seed"
 POOLS = yaml.safe_load((SEED / "_pools.yaml").read_text())

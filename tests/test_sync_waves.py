@@ -8,7 +8,7 @@ import yaml
 
 from conftest import ROOT
 from toporender.hosts.argocd import generate
-from toporender.render import RenderOptions, render_repo
+from toporender.pipeline import RenderOptions, render_repo
 
 WAVE = "argocd.argoproj.io/sync-wave"
 EXAMPLE = ROOT / "examples" / "nvlink-compute-domain"

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT, run_cli, write_repo
-from toporender.render import render_repo
-from toporender.templates import TemplateFailure, _jinja_string, compiled, merge_patch, merge_pod, render_value
+from toporender.build.templates import TemplateFailure, _jinja_string, compiled, merge_patch, merge_pod, render_value
+from toporender.pipeline import render_repo
 
 T = FIXTURES / "templates"
 RFC = yaml.safe_load((T / "merge_patch_rfc7386.yaml").read_text())
@@ -114,7 +114,7 @@ def test_length_shortcut_renders_what_jinja_renders(value: str) -> None:
 
 def test_compute_domain_example_renders_without_importing_jinja() -> None:
     """The usual templates (names and ``TASKS|length``) never pay for importing Jinja."""
-    code = ("import sys; from pathlib import Path; from toporender.render import render_repo; "
+    code = ("import sys; from pathlib import Path; from toporender.pipeline import render_repo; "
             "render_repo(Path('examples/nvlink-compute-domain')); print('jinja2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toporender import yamlfast
 from toporender.errors import UserError
-from toporender.yamlsource import MAX_DEPTH, MAX_NODES, _exact_documents, load_text, plain_scalar
+from toporender.load import yaml_fast as yamlfast
+from toporender.load.yaml_source import MAX_DEPTH, MAX_NODES, _exact_documents, load_text, plain_scalar
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "yaml_readers" / "cases.yaml").read_text())
 

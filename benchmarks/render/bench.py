@@ -111,7 +111,7 @@ def emit_worker(objects_path: str, runs: int) -> None:
     """In one process: our YAML emitter and PyYAML's C emitter on the same objects (CPU-bound)."""
     import yaml
 
-    from toporender.emit import dump_yaml
+    from toporender.emit.stream import dump_yaml
 
     with open(objects_path) as f:
         objects = [json.loads(line) for line in f]

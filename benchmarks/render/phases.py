@@ -4,7 +4,7 @@ Each run is a fresh process (so imports and caches start cold, as for the CLI) t
 pipeline's stages in order: imports, load (read, parse and validate every file), expand (validate
 and expand topology), build (render objects), place (inventory, packer, annotations), then the JSON
 and YAML emitters, and YAML again split over two processes as the CLI does
-(``toporender.parallel``). The medians over the runs are printed; without REPO the benchmark repo
+(``toporender.emit.parallel``). The medians over the runs are printed; without REPO the benchmark repo
 is generated into a temporary directory. Not a target of its own: the figures explain the whole-process
 rows of ``bench.py``.
 """
@@ -31,9 +31,12 @@ def one_run(root: Path) -> dict[str, float]:
     gc.disable()
     times: dict[str, float] = {}
     start = time.perf_counter()
-    from toporender import emit, parallel, placing, render
+    from toporender import pipeline as render
+    from toporender.emit import parallel
+    from toporender.emit import stream as emit
     from toporender.errors import DiagnosticSink
-    from toporender.repo import load_repo
+    from toporender.load.repo import load_repo
+    from toporender.placement import stage as placing
 
     times["imports"] = time.perf_counter() - start
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from toporender.backends.koordinator import (
+from toporender.build.backends.koordinator import (
     KoordinatorBackend,
     check_pool,
     default_layer,
@@ -29,12 +29,12 @@ from toporender.backends.koordinator import (
     schedule_timeout,
 )
 from toporender.errors import DiagnosticSink, UserError
-from toporender.gangs import Gang, expand
-from toporender.models import PoolConfig
-from toporender.render import RenderResult, render_documents, render_repo
-from toporender.repo import Repo, load_config, load_workflow
+from toporender.expand.gangs import Gang, expand
+from toporender.load.models import PoolConfig
+from toporender.load.repo import Repo, load_config, load_workflow
+from toporender.load.yaml_source import load_text
+from toporender.pipeline import RenderResult, render_documents, render_repo
 from toporender.validation import validate_objects
-from toporender.yamlsource import load_text
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"

@@ -24,7 +24,7 @@ from hostutil import (
     tree_snapshot,
 )
 
-from toporender.hosts.atomic import atomic_write, is_temp_name, remove_stale_temps
+from toporender.emit.atomic import atomic_write, is_temp_name, remove_stale_temps
 from toporender.hosts.golden import existing_golden
 
 
@@ -115,7 +115,7 @@ def test_golden_dir_setting_and_errors(tmp_path: Path) -> None:
 WRITER = """
 import sys, time
 from pathlib import Path
-from toporender.hosts.atomic import atomic_write
+from toporender.emit.atomic import atomic_write
 
 def chunks():
     yield b"NEW-CONTENT-" * 1000

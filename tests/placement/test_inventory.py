@@ -7,9 +7,9 @@ import yaml
 from tests.placement.conftest import FIXTURES
 
 from toporender.errors import UserError
+from toporender.load.yaml_source import load_file, load_text
 from toporender.placement.inventory import import_inventory, load_inventory
 from toporender.placement.packer import pack
-from toporender.yamlsource import load_file, load_text
 
 
 def test_compact_inventory_loads_sorted_with_cordon_taints_and_usage() -> None:

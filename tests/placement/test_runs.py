@@ -6,9 +6,9 @@ import pytest
 from tests.placement.conftest import FIXTURES
 
 from toporender.errors import UserError
+from toporender.load.yaml_source import load_file, load_text
 from toporender.placement.inventory import Inventory, Node, load_inventory
 from toporender.placement.runs import RunSpec, group_sizes, parse_runs, plan_runs
-from toporender.yamlsource import load_file, load_text
 
 INV = load_inventory(FIXTURES / "runs-inventory.yaml", "runs-inventory.yaml")
 H100 = "H100-80GB"

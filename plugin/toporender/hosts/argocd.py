@@ -256,8 +256,8 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
 
 def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], list[Diagnostic]]:
     """Render ``app_dir`` for one Argo CD request; returns (stdout as UTF-8 pieces, warnings)."""
-    from toporender.parallel import dump_chunks_parallel
-    from toporender.render import RenderOptions, render_repo
+    from toporender.emit.parallel import dump_chunks_parallel
+    from toporender.pipeline import RenderOptions, render_repo
 
     req = parse_request(environ)
     options = RenderOptions(

@@ -1,6 +1,6 @@
 """Small helpers shared by the host adapters (Argo CD, KRM, pre-commit).
 
-The adapters only translate a host's inputs into :class:`toporender.render.RenderOptions` and the
+The adapters only translate a host's inputs into :class:`toporender.pipeline.RenderOptions` and the
 result back into the host's output format; these helpers keep that translation uniform.
 """
 
@@ -64,7 +64,7 @@ def read_stdin() -> str:
 
 def check_namespace(value: str, what: str, pos: Position | None = None) -> str:
     """A namespace must be a DNS-1123 label (the API server rejects anything else at apply time)."""
-    from toporender.naming import is_dns_label
+    from toporender.expand.naming import is_dns_label
 
     if not is_dns_label(value):
         raise fail(

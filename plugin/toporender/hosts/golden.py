@@ -22,13 +22,13 @@ from pathlib import Path
 
 import click
 
-from toporender.emit import dump_yaml
+from toporender.emit.atomic import atomic_delete, atomic_write, is_temp_name, remove_stale_temps
+from toporender.emit.stream import dump_yaml
 from toporender.errors import Position, UserError, fail
-from toporender.hosts.atomic import atomic_delete, atomic_write, is_temp_name, remove_stale_temps
 from toporender.hosts.common import check_repo_relative, die_internal, die_user_error, print_diagnostics
-from toporender.placing import LOCK_FILE
-from toporender.render import RenderOptions, RenderResult, render_repo
-from toporender.repo import CONFIG_FILE, load_config, single_document
+from toporender.load.repo import CONFIG_FILE, load_config, single_document
+from toporender.pipeline import RenderOptions, RenderResult, render_repo
+from toporender.placement.stage import LOCK_FILE
 
 GOLDEN_SUFFIXES = (".yaml", ".yml")
 

@@ -8,11 +8,11 @@ use; empty for generators) come as a plain YAML stream on stdin, and a plain YAM
 Inputs, either
 - from disk: ``spec.path`` of the function config names a toporender repo directory (relative to the
   working directory: the kustomization root for kustomize, the process cwd for kpt), rendered with
-  :func:`toporender.render.render_repo`; or
+  :func:`toporender.pipeline.render_repo`; or
 - as items (``toporender.dev/v1alpha1``): one ``RepoConfig`` (``spec`` = toporender.yaml content),
   ``Workflow`` items (``spec`` = one OSMO workflow document), and the inventory as ``NodeInventory``
   items or ``v1 Node`` items marked ``config.kubernetes.io/local-config: "true"``, rendered with
-  :func:`toporender.render.render_documents`.
+  :func:`toporender.pipeline.render_documents`.
 
 Output: every item we do not own passes through unchanged (ruamel.yaml round-trip: comments,
 quoting and key order survive; kustomize/kpt annotations are untouched); items we generated in an
@@ -41,7 +41,7 @@ import click
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from toporender.emit import dump_yaml
+from toporender.emit.stream import dump_yaml
 from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.hosts.common import (
     check_namespace,
@@ -51,9 +51,9 @@ from toporender.hosts.common import (
     read_stdin,
     write_stdout,
 )
-from toporender.render import RenderOptions, RenderResult, render_documents, render_repo
-from toporender.repo import CONFIG_FILE
-from toporender.yamlsource import Document, load_text
+from toporender.load.repo import CONFIG_FILE
+from toporender.load.yaml_source import Document, load_text
+from toporender.pipeline import RenderOptions, RenderResult, render_documents, render_repo
 
 GROUP = "toporender.dev"
 API_VERSION = f"{GROUP}/v1alpha1"
@@ -544,7 +544,7 @@ def run_function(text: str, cwd: Path) -> tuple[str, int]:
 
 def run_legacy(config_path: Path, stdin_text: str, cwd: Path) -> tuple[str, int]:
     """Legacy exec plugin mode: config file + plain YAML stream in, plain YAML stream out."""
-    from toporender.yamlsource import load_file
+    from toporender.load.yaml_source import load_file
 
     try:
         config_docs = [d for d in load_file(config_path, "plugin config") if d.data is not None]
@@ -565,8 +565,8 @@ def run_legacy(config_path: Path, stdin_text: str, cwd: Path) -> tuple[str, int]
 
 def export_items(root: Path) -> list[dict[str, Any]]:
     """A toporender repo as KRM input items (to start a kpt package from an existing repo)."""
-    from toporender.repo import load_repo
-    from toporender.yamlsource import load_file
+    from toporender.load.repo import load_repo
+    from toporender.load.yaml_source import load_file
 
     repo = load_repo(root)
     local = {LOCAL_CONFIG: "true"}

@@ -18,7 +18,7 @@ from toporender.errors import Diagnostic, Position, UserError, fail
 if TYPE_CHECKING:
     # only for annotations: the YAML reader is imported where a file is read, so packing an inventory built in
     # memory does not pay for loading it
-    from toporender.yamlsource import Document, Loc
+    from toporender.load.yaml_source import Document, Loc
 
 API_VERSION = "toporender.dev/v1alpha1"
 KIND = "NodeInventory"
@@ -285,7 +285,7 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
 
 def load_inventory(path: Path, display: str) -> Inventory:
     """Load an inventory file; ``display`` is the path shown in messages."""
-    from toporender.yamlsource import load_file
+    from toporender.load.yaml_source import load_file
 
     docs = load_file(path, display)
     nodes, positions = _read(docs)

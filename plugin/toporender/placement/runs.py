@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from toporender.errors import Diagnostic, UserError
+from toporender.load.yaml_source import Document
 from toporender.placement.inventory import HARD_EFFECTS, Inventory
-from toporender.yamlsource import Document
 
 DOMAIN_LABELS = ("region", "cluster", "fabric.domain")
 RACK_LABEL = "rack"

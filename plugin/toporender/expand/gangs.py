@@ -13,14 +13,14 @@ from functools import cached_property
 from types import MappingProxyType
 
 from toporender.errors import DiagnosticSink, Position, fail
-from toporender.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
-from toporender.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, uid_text, workflow_uuid
-from toporender.repo import CONFIG_FILE, Repo, WorkflowFile
-from toporender.topology import GroupTopology, expand_group
-from toporender.yamlsource import Loc
+from toporender.expand.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, uid_text, workflow_uuid
+from toporender.expand.topology import GroupTopology, expand_group
+from toporender.load.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
+from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile
+from toporender.load.yaml_source import Loc
 
 IDENTITY = ("WF_TASK_NAME", "WF_TASK_UUID", "WF_POD_NAME", "WF_HOSTNAME", "USER_CONTAINER_NAME")
-"""Template variables that name one task (see :mod:`toporender.podshape`)."""
+"""Template variables that name one task (see :mod:`toporender.build.pod_shapes`)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def check_config(repo: Repo, sink: DiagnosticSink) -> None:
     for name, pool in cfg.pools.items():
         loc = ("pools", name)
         if pool.backend == "koordinator":
-            from toporender.backends.koordinator import pool_problems  # lazy: the backends import this module
+            from toporender.build.backends.koordinator import pool_problems  # lazy: the backends import this module
 
             for where, msg in pool_problems(pool):
                 sink.error(f"pool '{name}': {msg}", doc.pos(loc + where))

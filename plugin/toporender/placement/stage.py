@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toporender.errors import DiagnosticSink, Position, UserError, fail
-from toporender.gangs import Gang
-from toporender.repo import Repo, inside
-from toporender.yamlsource import Document, load_file
+from toporender.expand.gangs import Gang
+from toporender.load.repo import Repo, inside
+from toporender.load.yaml_source import Document, load_file
 
 if TYPE_CHECKING:
     from toporender.placement.inventory import Inventory

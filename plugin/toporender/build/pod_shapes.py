@@ -32,12 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, cast
 
-from toporender.errors import DiagnosticSink, Position
-from toporender.gangs import IDENTITY, Gang, Task
-from toporender.models import RepoConfig
-from toporender.pods import base_pod, finish_pod
-from toporender.repo import CONFIG_FILE
-from toporender.templates import (
+from toporender.build.pods import base_pod, finish_pod
+from toporender.build.templates import (
     _LENGTH_REF,
     SET_LISTS,
     TemplateFailure,
@@ -48,7 +44,11 @@ from toporender.templates import (
     pod_template_names,
     police_pod_patch,
 )
-from toporender.yamlsource import Loc
+from toporender.errors import DiagnosticSink, Position
+from toporender.expand.gangs import IDENTITY, Gang, Task
+from toporender.load.models import RepoConfig
+from toporender.load.repo import CONFIG_FILE
+from toporender.load.yaml_source import Loc
 
 _IDENTITY = frozenset(IDENTITY)
 _MAX_NODES = 10_000
@@ -64,7 +64,7 @@ class Undecided(Exception):
 class Ref:
     """Slot for one per-task string: ``source`` names where it comes from, ``key`` which one.
 
-    Sources: ``identity`` (:data:`~toporender.gangs.IDENTITY`), ``image``, ``command`` and ``args``
+    Sources: ``identity`` (:data:`~toporender.expand.gangs.IDENTITY`), ``image``, ``command`` and ``args``
     (by position), ``env`` (by name), ``labels`` and ``annotations`` (the backend's, by key)."""
 
     source: str

@@ -14,15 +14,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from toporender.backends import GangObjects, backend_for
-from toporender.errors import Diagnostic, DiagnosticSink, UserError
-from toporender.gangs import Gang, check_config, expand, resolve_namespace
-from toporender.lifetime import keep
-from toporender.placing import annotate, load_order, lock_text, place, uses_placement
-from toporender.pods import base_pod, finish_pod, headless_service
-from toporender.podshape import PodShapes
-from toporender.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
-from toporender.templates import (
+from toporender.build.backends import GangObjects, backend_for
+from toporender.build.pod_shapes import PodShapes
+from toporender.build.pods import base_pod, finish_pod, headless_service
+from toporender.build.templates import (
     PodTemplates,
     apply_pod_templates,
     check_templates,
@@ -30,7 +25,12 @@ from toporender.templates import (
     pod_templates,
     render_group_templates,
 )
-from toporender.yamlsource import Document
+from toporender.errors import Diagnostic, DiagnosticSink, UserError
+from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
+from toporender.lifetime import keep
+from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
+from toporender.load.yaml_source import Document
+from toporender.placement.stage import annotate, load_order, lock_text, place, uses_placement
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 MAX_OBJECTS = 200_000
@@ -167,7 +167,7 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
     backend = backend_for(gang.pool).render_gang(gang)
     if gang.pool.backend == "koordinator":
-        from toporender.backends.koordinator import gang_warnings
+        from toporender.build.backends.koordinator import gang_warnings
 
         for msg in gang_warnings(gang):
             sink.warn(msg, gang.pos)
@@ -184,7 +184,7 @@ def render_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
 
 def _pods(gang: Gang, repo: Repo, backend: GangObjects, variables: Callable[[], dict[str, Any]],
           sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
-    """The gang's pods: by shape where tasks share one (:mod:`toporender.podshape`), else each built,
+    """The gang's pods: by shape where tasks share one (:mod:`toporender.build.pod_shapes`), else each built,
     templated and labelled on its own (the general way, which also reports template problems)."""
     shapes = PodShapes(gang, repo.config, backend.scheduler_name, backend.pod_labels, backend.pod_annotations,
                        variables)
@@ -237,7 +237,7 @@ def _check_identities(result: RenderResult) -> None:
 
 def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:
     """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``)."""
-    from toporender.placing import plan_pools
+    from toporender.placement.stage import plan_pools
 
     repo = load_repo(root)
     sink = DiagnosticSink()

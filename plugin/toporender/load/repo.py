@@ -13,9 +13,9 @@ from functools import cached_property
 from pathlib import Path
 
 from toporender.errors import DiagnosticSink, Position, UserError, fail
-from toporender.modelerrors import parse
-from toporender.models import GroupSpec, RepoConfig, ResourceSpec, WorkflowDocument
-from toporender.yamlsource import Document, Loc, load_file
+from toporender.load.model_errors import parse
+from toporender.load.models import GroupSpec, RepoConfig, ResourceSpec, WorkflowDocument
+from toporender.load.yaml_source import Document, Loc, load_file
 
 CONFIG_FILE = "toporender.yaml"
 MAX_WORKFLOW_FILES = 10_000

@@ -5,7 +5,7 @@ object serialises on its own, and the stream is the pieces in order. A YAML rend
 Pods spends about a quarter of its time there. The child inherits the objects through ``fork``
 (nothing is copied or pickled up front) and writes its half into an anonymous memory file; we
 read it back after writing our half, so the bytes are exactly what
-:func:`toporender.emit.dump_chunks` gives.
+:func:`toporender.emit.stream.dump_chunks` gives.
 
 The stream is written in this process instead when ``fork`` or ``memfd_create`` is missing
 (macOS, Windows), the process runs other threads, it may use fewer than two cores (its affinity,
@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
-from toporender.emit import dump_chunks
+from toporender.emit.stream import dump_chunks
 
 MIN_OBJECTS = 2_000
 """Below this, forking costs more than it saves (a fork is about 5 ms for a 150 MiB process)."""
@@ -62,7 +62,7 @@ def can_fork() -> bool:
 
 
 def dump_chunks_parallel(objects: list[dict[str, Any]], fmt: str) -> list[bytes]:
-    """:func:`toporender.emit.dump_chunks` on two cores when that pays, byte for byte the same.
+    """:func:`toporender.emit.stream.dump_chunks` on two cores when that pays, byte for byte the same.
 
     Only YAML: JSON is written about five times faster, and for 10,000 Pods the fork and the pages
     both processes then copy on write cost what the second core saves (0.065 s either way)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toporender.gangs import Gang, Task
-from toporender.models import ResourceSpec
+from toporender.expand.gangs import Gang, Task
+from toporender.load.models import ResourceSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -43,7 +43,7 @@ def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None,
     (templates may not set it).
 
     ``identity`` stands in for the task's own names (:meth:`Task.identity`): the pod builder of
-    :mod:`toporender.podshape` passes slots there, to be filled in per task."""
+    :mod:`toporender.build.pod_shapes` passes slots there, to be filled in per task."""
     ident = task.identity() if identity is None else identity
     labels = {**gang.workflow.spec.workflow.labels, **gang.labels, "toporender.dev/task": ident["WF_TASK_NAME"]}
     if task.spec.lead:

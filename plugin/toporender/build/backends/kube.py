@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from toporender.backends import GangObjects
-from toporender.gangs import Gang
-from toporender.models import PoolConfig
+from toporender.build.backends import GangObjects
+from toporender.expand.gangs import Gang
+from toporender.load.models import PoolConfig
 
 
 class KubeBackend:

@@ -19,12 +19,12 @@ from toporender.lifetime import hold_until_exit
 
 # command name -> "module:attribute"; each module owns its command and its options.
 LAZY_COMMANDS: dict[str, str] = {
-    "render": "toporender.commands:render_cmd",
-    "validate": "toporender.commands:validate_cmd",
-    "schema": "toporender.commands:schema_cmd",
-    "pool": "toporender.commands:pool_cmd",
-    "plan": "toporender.placement.cli:plan_cmd",
-    "inventory": "toporender.placement.cli:inventory_cmd",
+    "render": "toporender.cli.commands:render_cmd",
+    "validate": "toporender.cli.commands:validate_cmd",
+    "schema": "toporender.cli.commands:schema_cmd",
+    "pool": "toporender.cli.commands:pool_cmd",
+    "plan": "toporender.cli.plan:plan_cmd",
+    "inventory": "toporender.cli.plan:inventory_cmd",
     "golden": "toporender.hosts.golden:golden_cmd",
     "argocd": "toporender.hosts.argocd:argocd_cmd",
     "krm": "toporender.hosts.krm:krm_cmd",

@@ -1,6 +1,6 @@
 """Scheduler backends behind one small interface.
 
-A backend turns a :class:`~toporender.gangs.Gang` into its scheduler objects (PodGroups) and the
+A backend turns a :class:`~toporender.expand.gangs.Gang` into its scheduler objects (PodGroups) and the
 labels/annotations each pod needs to join them. Everything else about pods is backend-neutral.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from toporender.gangs import Gang
-from toporender.models import PoolConfig
+from toporender.expand.gangs import Gang
+from toporender.load.models import PoolConfig
 
 
 @dataclass
@@ -33,13 +33,13 @@ class Backend(Protocol):
 
 def backend_for(pool: PoolConfig) -> Backend:
     if pool.backend == "kai":
-        from toporender.backends.kai import KaiBackend
+        from toporender.build.backends.kai import KaiBackend
 
         return KaiBackend()
     if pool.backend == "koordinator":
-        from toporender.backends.koordinator import KoordinatorBackend
+        from toporender.build.backends.koordinator import KoordinatorBackend
 
         return KoordinatorBackend()
-    from toporender.backends.kube import KubeBackend
+    from toporender.build.backends.kube import KubeBackend
 
     return KubeBackend()

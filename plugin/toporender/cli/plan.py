@@ -9,7 +9,7 @@ import click
 import yaml
 
 from toporender.errors import Diagnostic, Position, UserError
-from toporender.yamlsource import Document, load_file, load_text
+from toporender.load.yaml_source import Document, load_file, load_text
 
 
 def _fail(err: UserError) -> None:
@@ -88,7 +88,7 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
                     click.echo(f"warning: {r.reason}", err=True)
             click.echo(format_plan(plan, fmt, target), nl=False)
             return
-        from toporender.render import plan_repo
+        from toporender.pipeline import plan_repo
 
         plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None)
     except UserError as err:

@@ -19,7 +19,7 @@ import yaml
 from yaml import events as ev
 
 from toporender.errors import Diagnostic, Position, UserError, fail
-from toporender.yamlfast import UNSURE, load_plain
+from toporender.load.yaml_fast import UNSURE, load_plain
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_NODES = 500_000
@@ -355,6 +355,8 @@ def _exact_documents(text: str, source: str, max_nodes: int) -> list[Document]:
         mark = exc.problem_mark or exc.context_mark
         pos = Position(source, mark.line + 1, mark.column + 1) if mark else Position(source)
         problem = exc.problem or exc.context or "invalid YAML"
+        if "nesting depth" in problem:  # libyaml (PyYAML's C parser) has its own limit, above ours
+            raise UserError(Diagnostic(f"nesting deeper than {MAX_DEPTH} levels; flatten the document", pos)) from None
         raise UserError(Diagnostic(f"invalid YAML: {problem}", pos)) from None
     except yaml.YAMLError as exc:
         raise fail(f"invalid YAML: {exc}", Position(source)) from None

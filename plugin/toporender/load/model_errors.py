@@ -8,8 +8,8 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from toporender.errors import Diagnostic, UserError
-from toporender.models import DNS_LABEL_PATTERN, LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NAME_PATTERN
-from toporender.yamlsource import Document, Loc
+from toporender.load.models import DNS_LABEL_PATTERN, LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NAME_PATTERN
+from toporender.load.yaml_source import Document, Loc
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from toporender.errors import DiagnosticSink
-from toporender.models import PoolConfig, ResourceSpec, TopologyKey
-from toporender.naming import unique_names
-from toporender.repo import WorkflowFile, WorkflowGroup
-from toporender.yamlsource import Loc
+from toporender.expand.naming import unique_names
+from toporender.load.models import PoolConfig, ResourceSpec, TopologyKey
+from toporender.load.repo import WorkflowFile, WorkflowGroup
+from toporender.load.yaml_source import Loc
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from toporender.backends import GangObjects
-from toporender.gangs import Gang
-from toporender.models import PoolConfig
-from toporender.topology import Constraint
+from toporender.build.backends import GangObjects
+from toporender.expand.gangs import Gang
+from toporender.expand.topology import Constraint
+from toporender.load.models import PoolConfig
 
 SCHEDULER = "kai-scheduler"
 QUEUE_LABEL = "kai.scheduler/queue"

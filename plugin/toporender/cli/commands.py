@@ -58,7 +58,7 @@ def render_options(fn: F) -> F:
 
 def make_options(namespace: str | None, pool: str | None, inventory: str | None, strict: bool | None,
                  pool_objects: bool | None) -> Any:
-    from toporender.render import RenderOptions
+    from toporender.pipeline import RenderOptions
 
     return RenderOptions(namespace=namespace, pool=pool, inventory=inventory, strict=strict,
                          pool_objects=pool_objects)
@@ -77,16 +77,16 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
 @guarded
 def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
-    from toporender.emit import dump
-    from toporender.parallel import dump_chunks_parallel
-    from toporender.render import render_repo
+    from toporender.emit.parallel import dump_chunks_parallel
+    from toporender.emit.stream import dump
+    from toporender.pipeline import render_repo
 
     result = render_repo(directory, make_options(**opts))
     report(result.warnings)
     if output_dir is None:
         write_stdout(dump_chunks_parallel(result.objects, fmt))
         return
-    from toporender.hosts.atomic import atomic_write
+    from toporender.emit.atomic import atomic_write
 
     for rendered in result.files:
         rel = Path(rendered.source)
@@ -106,8 +106,8 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) 
 @guarded
 def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     """Check the repo in DIR without printing manifests."""
-    from toporender.render import render
-    from toporender.repo import load_repo
+    from toporender.load.repo import load_repo
+    from toporender.pipeline import render
 
     repo = load_repo(directory)
     result = render(repo, make_options(**opts))
@@ -127,7 +127,7 @@ def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
 @click.argument("kind", type=click.Choice(["workflow", "config"]), default="workflow")
 def schema_cmd(kind: str) -> None:
     """Print the JSON Schema of a workflow file or of toporender.yaml (for editors)."""
-    from toporender.models import RepoConfig, WorkflowDocument
+    from toporender.load.models import RepoConfig, WorkflowDocument
 
     model = WorkflowDocument if kind == "workflow" else RepoConfig
     schema = model.model_json_schema()
@@ -148,9 +148,9 @@ def pool_cmd() -> None:
 @guarded
 def pool_show(name: str, directory: Path, parsed: bool) -> None:
     """Print pool NAME as toporender reads it."""
-    from toporender.emit import dump_yaml
+    from toporender.emit.stream import dump_yaml
     from toporender.errors import fail
-    from toporender.repo import CONFIG_FILE, load_config, single_document
+    from toporender.load.repo import CONFIG_FILE, load_config, single_document
 
     doc = single_document(directory / CONFIG_FILE, CONFIG_FILE)
     config = load_config(doc)
@@ -158,7 +158,7 @@ def pool_show(name: str, directory: Path, parsed: bool) -> None:
         raise fail(f"pool '{name}' is not defined; pools: {', '.join(config.pools)}", doc.pos(("pools",)))
     out: dict[str, Any] = {"name": name, **config.pools[name].model_dump(mode="json", exclude_defaults=False)}
     if parsed:
-        from toporender.templates import parsed_group_templates, parsed_pod_template
+        from toporender.build.templates import parsed_group_templates, parsed_pod_template
 
         out["parsed_group_templates"] = parsed_group_templates(config, name)
         out["parsed_pod_template"] = parsed_pod_template(config, name, None)

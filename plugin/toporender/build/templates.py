@@ -17,11 +17,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from toporender.errors import DiagnosticSink, Position
-from toporender.models import RepoConfig
-from toporender.yamlsource import Document, Loc
+from toporender.load.models import RepoConfig
+from toporender.load.yaml_source import Document, Loc
 
 if TYPE_CHECKING:
-    from toporender.gangs import Gang, Task
+    from toporender.expand.gangs import Gang, Task
 
 RESERVED_PREFIXES = ("toporender.dev/", "kai.scheduler/", "gang.scheduling.koordinator.sh/",
                      "pod-group.scheduling.sigs.k8s.io", "runai/")
@@ -529,7 +529,7 @@ def police_pod_patch(name: str, patch: dict[str, Any], namespace: str, position:
     field) so the merge can go on. ``position`` gives a path's place inside the template.
 
     It changes ``patch`` only where it also reports something, so a caller that merges patches in bulk
-    (:mod:`toporender.podshape`) can run it with a sink of its own and leave every reported patch to
+    (:mod:`toporender.build.pod_shapes`) can run it with a sink of its own and leave every reported patch to
     :func:`apply_pod_templates`."""
     meta = patch.get("metadata")
     if isinstance(meta, dict):

@@ -2,7 +2,7 @@
 
 Follows the Koordinator facts in the notes (the scheduler code wins over the proposal):
 
-* one PodGroup per leaf subgroup of the backend-neutral :class:`~toporender.topology.GroupTopology`
+* one PodGroup per leaf subgroup of the backend-neutral :class:`~toporender.expand.topology.GroupTopology`
   (one for the whole group when it has no subgroups); with several, every PodGroup carries the same
   ``gang.scheduling.koordinator.sh/groups`` so koord-scheduler binds them all or none;
 * Koordinator has no subgroup hierarchy: one ``network-topology-spec`` applies to the whole GangGroup,
@@ -13,7 +13,7 @@ Follows the Koordinator facts in the notes (the scheduler code wins over the pro
 * gang settings become PodGroup annotations or ``spec.scheduleTimeoutSeconds``, because koord-scheduler
   reads a CR gang's settings from the PodGroup and ignores the pods' ``waiting-time`` annotation then.
 
-Everything here is a pure function of the pool config and the :class:`~toporender.gangs.Gang`;
+Everything here is a pure function of the pool config and the :class:`~toporender.expand.gangs.Gang`;
 :func:`check_pool` and :func:`gang_warnings` return messages for the caller to report.
 """
 
@@ -25,12 +25,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from toporender.backends import GangObjects
+from toporender.build.backends import GangObjects
 from toporender.errors import fail
-from toporender.gangs import Gang
-from toporender.models import PoolConfig, TopologyKey
-from toporender.naming import dns_label
-from toporender.yamlsource import Loc
+from toporender.expand.gangs import Gang
+from toporender.expand.naming import dns_label
+from toporender.load.models import PoolConfig, TopologyKey
+from toporender.load.yaml_source import Loc
 
 SCHEDULER = "koord-scheduler"
 PODGROUP_API = "scheduling.sigs.k8s.io/v1alpha1"

@@ -1,0 +1,1 @@
+"""Build stage: gangs -> Kubernetes objects (scheduler objects, Pods, template objects)."""

@@ -1,0 +1,1 @@
+"""Expand stage: workflows -> gangs, each with its tree of topology requirements."""
