@@ -32,6 +32,7 @@ def one_run(root: Path) -> dict[str, float]:
     times: dict[str, float] = {}
     start = time.perf_counter()
     from toporender import pipeline as render
+    from toporender.build.objects import build_gangs
     from toporender.emit import parallel
     from toporender.emit import stream as emit
     from toporender.errors import DiagnosticSink
@@ -50,7 +51,7 @@ def one_run(root: Path) -> dict[str, float]:
     sink = DiagnosticSink()
     options = render.RenderOptions()
     gangs = stage("expand", lambda: render._expand(repo, options, sink))
-    built = stage("build", lambda: render._build(repo, gangs, sink))
+    built = stage("build", lambda: build_gangs(repo, gangs, sink))
 
     def place() -> list[dict[str, object]]:
         uses = placing.uses_placement(repo, None, None)

@@ -92,11 +92,6 @@ def check_config(repo: Repo, sink: DiagnosticSink) -> None:
                    doc.pos(("default_pool",)))
     for name, pool in cfg.pools.items():
         loc = ("pools", name)
-        if pool.backend == "koordinator":
-            from toporender.build.backends.koordinator import pool_problems  # lazy: the backends import this module
-
-            for where, msg in pool_problems(pool):
-                sink.error(f"pool '{name}': {msg}", doc.pos(loc + where))
         if pool.topology_keys and pool.backend == "kube":
             sink.error(f"pool '{name}' has topology_keys but backend 'kube' has no topology-aware gang scheduling; "
                        "use backend 'kai' or 'koordinator', or remove topology_keys", doc.pos(loc + ("topology_keys",)))

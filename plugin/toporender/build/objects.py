@@ -1,0 +1,145 @@
+"""The build stage: every gang's objects in stream order, and the pool-level objects.
+
+A gang becomes its group-template objects, the backend's scheduler objects (PodGroups), an optional headless
+Service and its Pods. Pods are built by task shape where tasks share one (:mod:`toporender.build.pod_shapes`),
+else one by one, the general way that also reports template problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+from toporender.build.backends import GangObjects, backend_for
+from toporender.build.backends.koordinator import gang_warnings, pool_problems
+from toporender.build.pod_shapes import PodShapes
+from toporender.build.pods import base_pod, finish_pod, headless_service
+from toporender.build.templates import (
+    PodTemplates,
+    apply_pod_templates,
+    group_variables,
+    pod_templates,
+    render_group_templates,
+)
+from toporender.errors import Diagnostic, DiagnosticSink, UserError
+from toporender.expand.gangs import Gang
+from toporender.load.repo import Repo
+
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+MAX_OBJECTS = 200_000
+
+BuiltGang = tuple[Gang, list[dict[str, Any]], list[dict[str, Any]]]
+"""A gang with its group objects (templates, PodGroups, Service) and its Pods, in stream order."""
+
+
+def check_backends(repo: Repo, sink: DiagnosticSink) -> None:
+    """Pool settings a backend cannot honour, found before anything is built."""
+    for name, pool in repo.config.pools.items():
+        if pool.backend == "koordinator":
+            for where, msg in pool_problems(pool):
+                sink.error(f"pool '{name}': {msg}", repo.config_doc.pos(("pools", name) + where))
+
+
+def build_gangs(repo: Repo, gangs: Iterable[Gang], sink: DiagnosticSink) -> list[BuiltGang]:
+    """Every gang built; template problems are collected for all gangs before any is raised."""
+    warned: set[str] = set()
+    built = [(gang, *build_gang(gang, repo, sink, warned)) for gang in gangs]
+    sink.raise_if_errors()
+    return built
+
+
+def pool_objects(repo: Repo, namespace: str, wanted: bool | None) -> list[dict[str, Any]]:
+    """Cluster-level objects of the pools that ask for them (or of all pools, when ``wanted`` says so)."""
+    objs: list[dict[str, Any]] = []
+    owners: dict[tuple[str, str], str] = {}
+    for name in sorted(repo.config.pools):
+        pool = repo.config.pools[name]
+        if not (wanted if wanted is not None else pool.render_pool_objects):
+            continue
+        for obj in backend_for(pool).pool_objects(name, pool, namespace):
+            ident = (str(obj["kind"]), str(obj["metadata"]["name"]))
+            if ident in owners:
+                raise UserError(Diagnostic(
+                    f"pools '{owners[ident]}' and '{name}' both render the cluster-wide {ident[0]} "
+                    f"'{ident[1]}'; set render_pool_objects on only one of them",
+                    repo.config_doc.pos(("pools", name))))
+            owners[ident] = name
+            objs.append(obj)
+    if repo.config.sync_waves:
+        for o in objs:
+            _annotate(o, {SYNC_WAVE: "-2"})
+    return objs
+
+
+def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
+               warned: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Objects of one task group in stream order: (group-template objects, PodGroup(s), Service), Pods."""
+    config, doc = repo.config, repo.config_doc
+    variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
+    templated = render_group_templates(gang, config, doc, variables, sink, warned)
+    backend = backend_for(gang.pool).render_gang(gang)
+    if gang.pool.backend == "koordinator":
+        for msg in gang_warnings(gang):
+            sink.warn(msg, gang.pos)
+    pods = _pods(gang, repo, backend, variables, sink, warned)
+    service = headless_service(gang)
+    group_objs = templated + backend.objects + ([service] if service else [])
+    if repo.config.sync_waves:
+        for o in group_objs:
+            _annotate(o, {SYNC_WAVE: "-1"})
+        for p in pods:
+            _annotate(p, {SYNC_WAVE: "0"})
+    return group_objs, pods
+
+
+def _pods(gang: Gang, repo: Repo, backend: GangObjects, variables: Callable[[], dict[str, Any]],
+          sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
+    """The gang's pods: by shape where tasks share one, else each built, templated and labelled on its own."""
+    shapes = PodShapes(gang, repo.config, backend.scheduler_name, backend.pod_labels, backend.pod_annotations,
+                       variables)
+    pods: list[dict[str, Any]] = []
+    by_platform: dict[str | None, PodTemplates] = {}
+    for i, task in enumerate(gang.tasks):
+        pod = shapes.pod(i)
+        if pod is None:
+            platform = task.resource.platform
+            templates = by_platform.get(platform)
+            if templates is None:
+                templates = by_platform[platform] = pod_templates(repo.config, gang, platform)
+            pod = base_pod(gang, task, backend.scheduler_name)
+            if templates:
+                group_vars = variables()
+                pod = apply_pod_templates(pod, gang, templates, {**group_vars, **group_vars["TASKS"][i]},
+                                          repo.config_doc, sink, warned)
+            name = task.spec.name
+            finish_pod(pod, gang, name, backend.pod_labels.get(name, {}), backend.pod_annotations.get(name))
+        pods.append(pod)
+    return pods
+
+
+def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
+    obj["metadata"].setdefault("annotations", {}).update(annotations)
+
+
+def check_identities(files: Iterable[tuple[str, list[dict[str, Any]]]]) -> None:
+    """Two objects with one identity would silently overwrite each other when applied."""
+    seen: dict[tuple[str, str, str, str], str] = {}
+    errors: list[Diagnostic] = []
+    count = 0
+    for source, objects in files:
+        for o in objects:
+            count += 1
+            meta = o.get("metadata", {})
+            ident = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace", "")),
+                     str(meta.get("name")))
+            if ident in seen:
+                errors.append(Diagnostic(
+                    f"{ident[1]} '{ident[3]}' is rendered twice (also from {seen[ident]}); rename the workflow, group "
+                    "or task so the generated names differ"))
+            seen.setdefault(ident, source)
+    if count > MAX_OBJECTS:
+        errors.append(Diagnostic(f"the repo renders {count} objects, more than the limit of {MAX_OBJECTS}; "
+                                 "split it into several Argo CD applications"))
+    if errors:
+        raise UserError(errors)
