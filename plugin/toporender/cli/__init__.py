@@ -25,8 +25,8 @@ LAZY_COMMANDS: dict[str, str] = {
     "pool": "toporender.cli.commands:pool_cmd",
     "plan": "toporender.cli.plan:plan_cmd",
     "inventory": "toporender.cli.plan:inventory_cmd",
-    "golden": "toporender.hosts.golden:golden_cmd",
-    "argocd": "toporender.hosts.argocd:argocd_cmd",
+    "golden": "toporender.cli.golden:golden_cmd",
+    "argocd": "toporender.cli.argocd:argocd_cmd",
     "krm": "toporender.hosts.krm:krm_cmd",
 }
 

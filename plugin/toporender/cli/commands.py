@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,34 +10,12 @@ from typing import Any, TypeVar
 
 import click
 
-from toporender.errors import Diagnostic, UserError
+from toporender.cli.guard import guarded
+from toporender.errors import Diagnostic
 from toporender.hosts.common import print_diagnostics as report
 from toporender.hosts.common import write_stdout
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def guarded(fn: F) -> F:
-    """Bad input -> diagnostics on stderr, exit 1, nothing on stdout; never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except UserError as err:
-            report(err.diagnostics)
-            sys.exit(1)
-        except RecursionError:
-            report([Diagnostic("input is nested too deeply to process; simplify it")])
-            sys.exit(1)
-        except Exception as exc:  # noqa: BLE001 - last line of defence for hosts that prune on output
-            if os.environ.get("TOPORENDER_DEBUG"):
-                raise
-            report([Diagnostic(f"internal error: {type(exc).__name__}: {exc}; nothing was rendered. "
-                               "Rerun with TOPORENDER_DEBUG=1 for details and report it")])
-            sys.exit(3)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def render_options(fn: F) -> F:
@@ -74,7 +50,7 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write one file per workflow (same relative path) into this directory instead of stdout.")
 @render_options
-@guarded
+@guarded("render")
 def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
     from toporender.emit.parallel import dump_chunks_parallel
@@ -103,7 +79,7 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) 
 @click.option("--output", "check_output", is_flag=True,
               help="Also render and check every object against the upstream schemas and admission rules.")
 @render_options
-@guarded
+@guarded("validate")
 def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     """Check the repo in DIR without printing manifests."""
     from toporender.load.repo import load_repo
@@ -145,7 +121,7 @@ def pool_cmd() -> None:
 @click.argument("name")
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--parsed", is_flag=True, help="Include parsed_group_templates and parsed_pod_template.")
-@guarded
+@guarded("pool show")
 def pool_show(name: str, directory: Path, parsed: bool) -> None:
     """Print pool NAME as toporender reads it."""
     from toporender.emit.stream import dump_yaml

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 import yaml
 
-from toporender.errors import Diagnostic, Position, UserError
+from toporender.cli.guard import guarded
+from toporender.errors import Diagnostic, Position, UserError, fail
+from toporender.hosts.common import read_stdin
 from toporender.load.yaml_source import Document, load_file, load_text
-
-
-def _fail(err: UserError) -> None:
-    for d in err.diagnostics:
-        click.echo(str(d), err=True)
-    sys.exit(1)
 
 
 @click.group("inventory")
@@ -25,19 +20,13 @@ def inventory_cmd() -> None:
 
 @inventory_cmd.command("import")
 @click.argument("source", default="-")
+@guarded("inventory import")
 def import_cmd(source: str) -> None:
     """Turn `kubectl get nodes -o yaml|json` output (FILE or - for stdin) into the compact, sorted form."""
     from toporender.placement.inventory import import_inventory
 
-    try:
-        if source == "-":
-            docs = load_text(sys.stdin.read(), "<stdin>")
-        else:
-            docs = load_file(Path(source), source)
-        out = import_inventory(docs)
-    except UserError as err:
-        _fail(err)
-        return
+    docs = load_text(read_stdin(), "<stdin>") if source == "-" else load_file(Path(source), source)
+    out = import_inventory(docs)
     click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False), nl=False)
 
 
@@ -66,38 +55,34 @@ def _run_documents(target: Path) -> list[Document] | None:
 @click.argument("target", default=".")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--inventory", "inventory", default=None, help="Node inventory (compact form or a NodeList dump).")
+@guarded("plan")
 def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
     """Show where every gang (or Run) would go: domains, nodes, usage, fragmentation and the plan hash."""
     from toporender.placement.report import format_plan
 
     path = Path(target)
-    try:
-        if not path.exists():
-            raise _missing(target)
-        runs = _run_documents(path)
-        if runs is not None:
-            from toporender.placement.inventory import load_inventory
-            from toporender.placement.runs import parse_runs, plan_runs
+    if not path.exists():
+        raise _missing(target)
+    runs = _run_documents(path)
+    if runs is not None:
+        from toporender.placement.inventory import load_inventory
+        from toporender.placement.runs import parse_runs, plan_runs
 
-            if inventory is None:
-                raise click.UsageError("planning Run specs needs --inventory PATH")
-            inv = load_inventory(Path(inventory), inventory)
-            plan = plan_runs(inv, parse_runs(runs))
-            for r in plan.runs:
-                if not r.placed:
-                    click.echo(f"warning: {r.reason}", err=True)
-            click.echo(format_plan(plan, fmt, target), nl=False)
-            return
-        from toporender.pipeline import plan_repo
-
-        plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None)
-    except UserError as err:
-        _fail(err)
+        if inventory is None:
+            raise click.UsageError("planning Run specs needs --inventory PATH")
+        inv = load_inventory(Path(inventory), inventory)
+        plan = plan_runs(inv, parse_runs(runs))
+        for r in plan.runs:
+            if not r.placed:
+                click.echo(f"warning: {r.reason}", err=True)
+        click.echo(format_plan(plan, fmt, target), nl=False)
         return
+    from toporender.pipeline import plan_repo
+
+    plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None)
     if not plans:
-        _fail(UserError(Diagnostic("no pool of this repo has an inventory to plan against; set 'inventory:' in "
-                                   "toporender.yaml or pass --inventory", Position("toporender.yaml"))))
-        return
+        raise UserError(Diagnostic("no pool of this repo has an inventory to plan against; set 'inventory:' in "
+                                   "toporender.yaml or pass --inventory", Position("toporender.yaml")))
     if fmt == "json":
         import json
 
@@ -107,6 +92,4 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
 
 
 def _missing(target: str) -> UserError:
-    from toporender.errors import Position, fail
-
     return fail("file or directory not found", Position(target))

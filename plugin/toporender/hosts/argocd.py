@@ -12,7 +12,7 @@ copy of the repo, an empty stdin, and the request environment (see docs/delivery
 
 stdout carries only manifests (YAML stream, or one JSON object per line with ``output-format:
 json``); it is written once, after the render succeeded, so a failure never yields a partial
-stream. Any error exits 1 with short ``path:line:col: message`` lines on stderr (Argo CD shows them
+stream. Bad input exits 1 (an internal error 3) with short ``path:line:col: message`` lines on stderr (Argo CD shows them
 in the UI). An empty render exits 0 with a warning on stderr: with auto-sync + prune, zero
 manifests delete every object the Application owns. Nothing is written to disk.
 """
@@ -21,25 +21,17 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
-
 from toporender.errors import Diagnostic, UserError, fail
 from toporender.hosts.common import (
     check_namespace,
     check_repo_relative,
-    die_internal,
-    die_user_error,
     parse_bool,
-    print_diagnostics,
-    write_stdout,
 )
 
 ENV_PREFIX = "ARGOCD_ENV_TOPORENDER_"
@@ -274,37 +266,3 @@ def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], li
     if not objects:
         return [], warnings
     return dump_chunks_parallel(objects, req.output_format), warnings
-
-
-@click.group("argocd")
-def argocd_cmd() -> None:
-    """Argo CD config-management plugin (sidecar) commands."""
-
-
-@argocd_cmd.command("generate")
-def generate_cmd() -> None:
-    """Print the manifests for the Argo CD app in the current directory.
-
-    Reads ARGOCD_APP_NAMESPACE, ARGOCD_APP_PARAMETERS / PARAM_* and ARGOCD_ENV_TOPORENDER_*.
-    """
-    try:
-        out, warnings = generate(Path.cwd(), os.environ)
-    except UserError as err:
-        die_user_error(err, "toporender: no manifests generated; run 'toporender validate' in the repo to check it")
-    except Exception as exc:  # noqa: BLE001 - never a traceback in the Argo CD UI
-        die_internal(exc, "argocd generate")
-    print_diagnostics(warnings)
-    if not out:
-        print(
-            "toporender: warning: the repo renders no objects; Argo CD gets an empty manifest list, and with "
-            "prune enabled that deletes every resource this Application manages",
-            file=sys.stderr,
-        )
-        return
-    write_stdout(out)
-
-
-@argocd_cmd.command("parameters")
-def parameters_cmd() -> None:
-    """Print the parameter announcements as JSON (usable as a dynamic-parameters command)."""
-    print(json.dumps([s.announcement() for s in SETTINGS], indent=2))

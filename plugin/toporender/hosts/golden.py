@@ -20,12 +20,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
 from toporender.emit.atomic import atomic_delete, atomic_write, is_temp_name, remove_stale_temps
 from toporender.emit.stream import dump_yaml
-from toporender.errors import Position, UserError, fail
-from toporender.hosts.common import check_repo_relative, die_internal, die_user_error, print_diagnostics
+from toporender.errors import Position, fail
+from toporender.hosts.common import check_repo_relative, print_diagnostics
 from toporender.load.repo import CONFIG_FILE, load_config, single_document
 from toporender.pipeline import RenderOptions, RenderResult, render_repo
 from toporender.placement.stage import LOCK_FILE
@@ -168,26 +166,3 @@ def run_golden(root: Path, check: bool) -> int:
         file=sys.stderr,
     )
     return 1
-
-
-@click.command("golden")
-@click.argument("dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale.")
-def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
-    """Re-render every workflow of DIR (default: .) into its golden dir.
-
-    Writes only files whose content changed, deletes golden files of removed workflows, prints
-    what changed and exits 1 when anything changed (so a pre-commit hook fails and the user
-    stages the new files). Several DIRs may be given (one toporender repo each).
-    """
-    status = 0
-    try:
-        for root in dirs or (Path("."),):
-            status = max(status, run_golden(root, check))
-    except UserError as err:
-        die_user_error(err)
-    except OSError as exc:
-        die_user_error(fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")))
-    except Exception as exc:  # noqa: BLE001 - last-resort guard, no traceback for users
-        die_internal(exc, "golden")
-    raise SystemExit(status)
