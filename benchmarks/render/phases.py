@@ -3,8 +3,7 @@
 Each run is a fresh process (so imports and caches start cold, as for the CLI) that times the
 pipeline's stages in order: imports, load (read, parse and validate every file), expand (validate
 and expand topology), build (render objects), place (inventory, packer, annotations), then the JSON
-and YAML emitters, and YAML again split over two processes as the CLI does
-(``toporender.emit.parallel``). The medians over the runs are printed; without REPO the benchmark repo
+and YAML emitters (``toporender.emit.stream``). The medians over the runs are printed; without REPO the benchmark repo
 is generated into a temporary directory. Not a target of its own: the figures explain the whole-process
 rows of ``bench.py``.
 """
@@ -22,8 +21,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STAGES = ("imports", "load", "expand", "build", "place", "emit json", "emit yaml", "emit yaml, 2 processes")
-EMITTERS = {"json": "emit json", "yaml": "emit yaml, 2 processes"}  # what the CLI runs
+STAGES = ("imports", "load", "expand", "build", "place", "emit json", "emit yaml")
+EMITTERS = {"json": "emit json", "yaml": "emit yaml"}  # what the CLI runs
 
 
 def one_run(root: Path) -> dict[str, float]:
@@ -33,7 +32,6 @@ def one_run(root: Path) -> dict[str, float]:
     start = time.perf_counter()
     from toporender import pipeline as render
     from toporender.build.objects import build_gangs
-    from toporender.emit import parallel
     from toporender.emit import stream as emit
     from toporender.errors import DiagnosticSink
     from toporender.load.repo import load_repo
@@ -68,7 +66,6 @@ def one_run(root: Path) -> dict[str, float]:
     objects = stage("place", place)
     stage("emit json", lambda: emit.dump_chunks(objects, "json"))
     stage("emit yaml", lambda: emit.dump_chunks(objects, "yaml"))
-    stage("emit yaml, 2 processes", lambda: parallel.dump_chunks_parallel(objects, "yaml"))
     return times
 
 

@@ -16,7 +16,6 @@ from toporender.build.objects import build_gangs, check_backends, check_identiti
 from toporender.build.templates import check_templates
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
-from toporender.lifetime import keep
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
 from toporender.placement.stage import annotate, load_order, lock_text, place, uses_placement
@@ -110,7 +109,6 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     lock = lock_text(gangs, order) if placing and repo.root is not None else None
     result = RenderResult(files, sink.warnings, lock)
     check_identities((f.source, f.objects) for f in result.files)
-    keep(repo, gangs, built, outcomes)
     return result
 
 

@@ -15,8 +15,6 @@ from typing import Any, NoReturn
 
 import click
 
-from toporender.lifetime import hold_until_exit
-
 # command name -> "module:attribute"; each module owns its command and its options.
 LAZY_COMMANDS: dict[str, str] = {
     "render": "toporender.cli.commands:render_cmd",
@@ -70,13 +68,11 @@ def main(argv: list[str] | None = None) -> Any:
     collector would walk them again and again as they pile up, a quarter of a large render's time,
     with nothing to free, so it is off for the process. Freeing them one by one at exit would
     take another 0.1 s, so the console script flushes its output and ends the process directly,
-    as mypy does; and since that frees nothing, the pipeline's data is held until then instead of
-    being freed as each stage returns (:mod:`toporender.lifetime`).
+    as mypy does.
     """
     gc.disable()
     if argv is not None:
         return cli.main(args=argv, prog_name="toporender")
-    hold_until_exit()
     try:
         cli.main(args=sys.argv[1:], prog_name="toporender")
         code: Any = 0

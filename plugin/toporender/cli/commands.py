@@ -53,14 +53,13 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
 @guarded("render")
 def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
-    from toporender.emit.parallel import dump_chunks_parallel
-    from toporender.emit.stream import dump
+    from toporender.emit.stream import dump, dump_chunks
     from toporender.pipeline import render_repo
 
     result = render_repo(directory, make_options(**opts))
     report(result.warnings)
     if output_dir is None:
-        write_stdout(dump_chunks_parallel(result.objects, fmt))
+        write_stdout(dump_chunks(result.objects, fmt))
         return
     from toporender.emit.atomic import atomic_write
 

@@ -12,8 +12,8 @@ copy of the repo, an empty stdin, and the request environment (see docs/delivery
 
 stdout carries only manifests (YAML stream, or one JSON object per line with ``output-format:
 json``); it is written once, after the render succeeded, so a failure never yields a partial
-stream. Bad input exits 1 (an internal error 3) with short ``path:line:col: message`` lines on stderr (Argo CD shows them
-in the UI). An empty render exits 0 with a warning on stderr: with auto-sync + prune, zero
+stream. Bad input exits 1 (an internal error 3) with short ``path:line:col: message`` lines on
+stderr (Argo CD shows them in the UI). An empty render exits 0 with a warning on stderr: with auto-sync + prune, zero
 manifests delete every object the Application owns. Nothing is written to disk.
 """
 
@@ -248,7 +248,7 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
 
 def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], list[Diagnostic]]:
     """Render ``app_dir`` for one Argo CD request; returns (stdout as UTF-8 pieces, warnings)."""
-    from toporender.emit.parallel import dump_chunks_parallel
+    from toporender.emit.stream import dump_chunks
     from toporender.pipeline import RenderOptions, render_repo
 
     req = parse_request(environ)
@@ -265,4 +265,4 @@ def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], li
     objects = result.objects
     if not objects:
         return [], warnings
-    return dump_chunks_parallel(objects, req.output_format), warnings
+    return dump_chunks(objects, req.output_format), warnings
