@@ -7,7 +7,7 @@ quoting follow libyaml's block style (what the C dumper printed before), so typi
 byte-identical to it; where a string would read as something else to a YAML 1.2 or Go parser
 (Argo CD, kubectl), such as ``y``, ``089``, ``1e3`` or ``0o17``, we quote where PyYAML would
 not. Multi-line strings become literal blocks when that is unambiguous, otherwise
-double-quoted with escapes. ``tests/test_emit.py`` checks that everything round-trips.
+double-quoted with escapes. ``tests/emit/test_stream.py`` checks that everything round-trips.
 """
 
 from __future__ import annotations

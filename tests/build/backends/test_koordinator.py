@@ -39,7 +39,7 @@ from toporender.validation import validate_objects
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
 SEED = FIXTURES / "seed"
-EXAMPLE = HERE.parent.parent / "examples" / "koordinator-spine"
+EXAMPLE = HERE.parents[2] / "examples" / "koordinator-spine"
 IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 
 GROUPS = "gang.scheduling.koordinator.sh/groups"

@@ -171,7 +171,7 @@ def _(root: Path) -> None:
 @pytest.fixture(scope="module")
 def time_bound() -> float:
     """2 s, or ten renders of the smallest example where this machine is too slow for that."""
-    example = Path(__file__).resolve().parent.parent / "examples" / "single-rack"
+    example = Path(__file__).resolve().parents[2] / "examples" / "single-rack"
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "toporender", "render", str(example)], capture_output=True, check=True)
     return max(2.0, 10 * (time.monotonic() - start))

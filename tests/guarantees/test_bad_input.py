@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FIXTURES, run_cli
+from conftest import run_cli
 
-CASES = yaml.safe_load((FIXTURES / "bad_input" / "cases.yaml").read_text())["cases"]
+CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "bad_input" / "cases.yaml").read_text())["cases"]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import FIXTURES, run_cli, write_repo
+from conftest import run_cli, write_repo
 from toporender.expand.naming import uid_text
 from toporender.pipeline import render_repo
 
-SEED = FIXTURES / "seed"
+SEED = Path(__file__).resolve().parent / "fixtures" / "seed"
 POOLS = yaml.safe_load((SEED / "_pools.yaml").read_text())
 CASES = sorted(p for p in SEED.glob("*.yaml") if not p.name.startswith("_"))
 
