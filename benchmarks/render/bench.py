@@ -1,4 +1,4 @@
-"""Render throughput, memory and cold start (issue 8 targets 1, 2 and 4), measured as whole processes.
+"""Render throughput, memory and cold start (targets 1, 2 and 4 of the benchmark table), measured as whole processes.
 
 Each figure is the median of several runs after a warm-up, with the range, and every baseline
 is measured in the same run on the same machine, in rounds that run every command once, so ratios
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     six_fig = walls(six)
     budget = COLD_TARGET_S / ISSUE_SIX_S
     share = cold_fig.median / six_fig.median
-    rows.append(row(f"2. cold start as a multiple of importing issue 8's six dependencies (scaled target: "
+    rows.append(row(f"2. cold start as a multiple of importing the six dependencies (scaled target: "
                     f"{COLD_TARGET_S} s / {ISSUE_SIX_S} s = {budget:.2f}x)", f"{share:.2f}x",
                     f"import {ISSUE_SIX}: {six_fig.text()}", f"{share:.2f}x",
                     f"info: {'within' if share <= budget else 'over'}"))

@@ -7,7 +7,7 @@ N``, 7 by default) times those steps in a fresh process, the objects to write re
 render's output before the clock for writing starts, and ``toporender render --format json`` of the same
 repo runs alternately with it. The difference is the render's own work: importing its modules and
 building its models, validating, expanding topology, building objects and placing them. Not a target: it
-tells how much of issue 8's 0.5 s that work may take. Without REPO the benchmark repo is generated into a
+tells how much of the 0.5 s JSON target that work may take. Without REPO the benchmark repo is generated into a
 temporary directory.
 """
 

@@ -1,4 +1,4 @@
-"""Fuzzing (issue 7): generated valid and near-valid repos either render objects that pass the
+"""Fuzzing: generated valid and near-valid repos either render objects that pass the
 output validator, or fail with a clean UserError; no other exception may escape.
 
 The number of generated cases and of distinct error messages is printed in the pytest summary.

@@ -1,4 +1,4 @@
-"""Hostile and broken input (issue 7): every case exits 1 with a clean message, prints nothing on
+"""Hostile and broken input: every case exits 1 with a clean message, prints nothing on
 stdout, shows no traceback and finishes within 2 s as a whole process (on a machine slower than
 the one the bound was set on, within ten ordinary renders, timed in the same session)."""
 

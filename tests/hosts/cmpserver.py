@@ -1,7 +1,7 @@
 """An imitation of Argo CD's cmp-server (CMP v2 sidecar), as precise as the tests need.
 
-Follows ../shared/notes/delivery_contracts.md section 1/5 (argo-cd cmpserver/plugin, repository.go,
-discovery.go, gitops-engine kube.SplitYAML):
+Follows Argo CD's cmpserver (``cmpserver/plugin/plugin.go``, ``reposerver/repository/repository.go``,
+``util/app/discovery/discovery.go``) and gitops-engine's ``kube.SplitYAML``:
 
 - plugin.yaml is parsed leniently (YAML -> JSON, keys matched case-insensitively, unknown keys
   ignored); only metadata.name, kind and spec.generate.command are checked;

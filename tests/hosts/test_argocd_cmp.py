@@ -229,7 +229,7 @@ def test_parallel_requests_are_identical(tmp_path: Path) -> None:
 
 
 def test_harness_env_contract(tmp_path: Path) -> None:
-    """The env the harness builds follows the notes (guards the imitation itself)."""
+    """The env the harness builds is the one Argo CD's cmpserver builds (guards the imitation itself)."""
     app = app_for(plugin={"name": "toporender-v1",
                           "env": [{"name": "FOO", "value": "$ARGOCD_APP_NAMESPACE-$$-$HOME"}],
                           "parameters": [{"name": "output-format", "string": "json"},

@@ -1,4 +1,4 @@
-"""Koordinator backend (issue 6): gang groups, gather strategies, indices, pool objects, validation.
+"""Koordinator backend: gang groups, gather strategies, indices, pool objects, validation.
 
 The seed's examples are compared as exact expected output: the website's PodGroups live in
 ``fixtures/seed/*.yaml`` under the website's names, and each test maps those names to the rendered

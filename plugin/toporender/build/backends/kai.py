@@ -1,8 +1,9 @@
 """NVIDIA KAI scheduler: ``scheduling.run.ai/v2alpha2`` PodGroups with subGroups and topology.
 
-Follows the KAI facts in the notes: ``subGroups`` (camelCase), ``topology`` always set in a
-constraint (v0.14 ignores a constraint without it), ``minMember`` only on leaves, pods linked by
-the ``pod-group-name`` annotation and the ``kai.scheduler/subgroup-name`` label naming a leaf.
+Follows KAI scheduler's API (``pkg/apis/scheduling/v2alpha2/podgroup_types.go``) and its admission webhook
+(``podgroup_webhook.go``): ``subGroups`` (camelCase), ``topology`` always set in a constraint (v0.14's
+``subgroup_info/factory.go`` ignores a constraint without it), ``minMember`` only on leaves, pods linked by the
+``pod-group-name`` annotation and the ``kai.scheduler/subgroup-name`` label naming a leaf.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Koordinator (koord-scheduler): gang groups of ``scheduling.sigs.k8s.io/v1alpha1`` PodGroups.
 
-Follows the Koordinator facts in the notes (the scheduler code wins over the proposal):
+Follows koord-scheduler's code where it differs from the design proposal (``apis/extension/coscheduling.go``,
+``apis/extension/network_topology.go``, ``pkg/scheduler/plugins/coscheduling/``):
 
 * one PodGroup per leaf subgroup of the backend-neutral :class:`~toporender.expand.topology.GroupTopology`
   (one for the whole group when it has no subgroups); with several, every PodGroup carries the same
