@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from conftest import FIXTURES, ROOT
 from toporender.build import pod_shapes as podshape
 from toporender.build.backends import backend_for
-from toporender.build.templates import group_variables
+from toporender.build.templates.apply import group_variables
 from toporender.errors import DiagnosticSink, UserError
 from toporender.expand.gangs import expand
 from toporender.load.models import ResourceSpec, TaskSpec

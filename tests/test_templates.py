@@ -1,4 +1,4 @@
-"""Group and pod templates (seed 004): rendering, typed values, merge rules, refusals, errors."""
+"""Group and pod templates: rendering, typed values, merge rules, refusals, errors."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT, run_cli, write_repo
-from toporender.build.templates import TemplateFailure, _jinja_string, compiled, merge_patch, merge_pod, render_value
+from toporender.build.templates.engine import TemplateFailure, _jinja_string, compiled, render_value
+from toporender.build.templates.merge import merge_patch, merge_pod
 from toporender.pipeline import render_repo
 
 T = FIXTURES / "templates"

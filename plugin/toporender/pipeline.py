@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toporender.build.objects import build_gangs, check_backends, check_identities, pool_objects
-from toporender.build.templates import check_templates
+from toporender.build.templates.policy import check_templates
 from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +335,27 @@ def test_bad_namespace_in_function_config() -> None:
     assert proc.returncode == 1
     [res] = yaml.safe_load(proc.stdout)["results"]
     assert "not a valid namespace" in res["message"] and res["resourceRef"]["kind"] == "Toporender"
+
+
+@pytest.mark.parametrize("args", [(), ("plugin-config.yaml",), ("--export", str(FIXTURE_REPO))],
+                         ids=["function", "legacy", "export"])
+def test_internal_error_exits_3_with_nothing_on_stdout(args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A bug is no input error: every mode exits 3 under the shared guard, with one line and no output."""
+    import toporender.cli.krm as krm_cli
+    from toporender.cli import main
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    for name in ("run_function", "run_legacy", "export_items"):
+        monkeypatch.setattr(krm_cli, name, boom)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    monkeypatch.delenv("TOPORENDER_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["krm", *args])
+    assert exited.value.code == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "toporender krm: internal error: RuntimeError: boom" in err and "Traceback" not in err

@@ -15,7 +15,7 @@ from toporender.build.backends import GangObjects, backend_for
 from toporender.build.backends.koordinator import gang_warnings, pool_problems
 from toporender.build.pod_shapes import PodShapes
 from toporender.build.pods import base_pod, finish_pod, headless_service
-from toporender.build.templates import (
+from toporender.build.templates.apply import (
     PodTemplates,
     apply_pod_templates,
     group_variables,

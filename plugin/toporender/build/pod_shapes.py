@@ -33,17 +33,10 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, cast
 
 from toporender.build.pods import base_pod, finish_pod
-from toporender.build.templates import (
-    _LENGTH_REF,
-    SET_LISTS,
-    TemplateFailure,
-    _compile_string,
-    _simple,
-    format_string,
-    merge_pod,
-    pod_template_names,
-    police_pod_patch,
-)
+from toporender.build.templates.apply import pod_template_names
+from toporender.build.templates.engine import _LENGTH_REF, TemplateFailure, _compile_string, _simple, format_string
+from toporender.build.templates.merge import SET_LISTS, merge_pod
+from toporender.build.templates.policy import police_pod_patch
 from toporender.errors import DiagnosticSink, Position
 from toporender.expand.gangs import IDENTITY, Gang, Task
 from toporender.load.models import RepoConfig

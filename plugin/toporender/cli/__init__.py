@@ -25,7 +25,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "inventory": "toporender.cli.plan:inventory_cmd",
     "golden": "toporender.cli.golden:golden_cmd",
     "argocd": "toporender.cli.argocd:argocd_cmd",
-    "krm": "toporender.hosts.krm:krm_cmd",
+    "krm": "toporender.cli.krm:krm_cmd",
 }
 
 

@@ -133,7 +133,7 @@ def pool_show(name: str, directory: Path, parsed: bool) -> None:
         raise fail(f"pool '{name}' is not defined; pools: {', '.join(config.pools)}", doc.pos(("pools",)))
     out: dict[str, Any] = {"name": name, **config.pools[name].model_dump(mode="json", exclude_defaults=False)}
     if parsed:
-        from toporender.build.templates import parsed_group_templates, parsed_pod_template
+        from toporender.build.templates.apply import parsed_group_templates, parsed_pod_template
 
         out["parsed_group_templates"] = parsed_group_templates(config, name)
         out["parsed_pod_template"] = parsed_pod_template(config, name, None)

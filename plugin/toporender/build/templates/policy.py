@@ -1,0 +1,102 @@
+"""What templates may be and what their rendered output may do.
+
+A group template is a whole Kubernetes object and a pod template a partial Pod (:func:`check_templates`,
+before anything renders). Rendered, neither may set labels or annotations the renderer owns, nor a
+namespace other than the workflow's; a pod template may not set the pod's name or its scheduler
+(:func:`police_pod_patch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toporender.errors import DiagnosticSink, Position
+from toporender.load.models import RepoConfig
+from toporender.load.yaml_source import Document, Loc
+
+RESERVED_PREFIXES = ("toporender.dev/", "kai.scheduler/", "gang.scheduling.koordinator.sh/",
+                     "pod-group.scheduling.sigs.k8s.io", "runai/")
+RESERVED_KEYS = {"pod-group-name"}
+
+
+def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> None:
+    """Static checks: a group template is a full object; a pod template is a partial Pod."""
+    for name, tmpl in config.group_templates.items():
+        loc: Loc = ("group_templates", name)
+        meta = tmpl.get("metadata")
+        missing = [f for f in ("apiVersion", "kind") if not isinstance(tmpl.get(f), str) or not tmpl.get(f)]
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+            missing.append("metadata.name")
+        if missing:
+            sink.error(f"group template '{name}' lacks {', '.join(missing)}; a group template is a whole "
+                       "Kubernetes object", doc.pos(loc))
+    for name, tmpl in config.pod_templates.items():
+        loc = ("pod_templates", name)
+        extra = sorted(set(tmpl) - {"metadata", "spec"})
+        if extra:
+            sink.error(f"pod template '{name}' has {', '.join(extra)}; a pod template may only hold "
+                       "'metadata' and 'spec'", doc.pos(loc + (extra[0],)))
+        for field in ("metadata", "spec"):
+            if field in tmpl and not isinstance(tmpl[field], dict):
+                sink.error(f"pod template '{name}': '{field}' must be a mapping", doc.pos(loc + (field,)))
+
+
+def reserved(key: str) -> bool:
+    return key in RESERVED_KEYS or key.startswith(RESERVED_PREFIXES)
+
+
+def check_reserved(kind: str, name: str, meta: Mapping[str, Any], ours: Mapping[str, str],
+                   pos: Position, sink: DiagnosticSink) -> None:
+    """A template may not change labels or annotations the renderer owns."""
+    for field in ("labels", "annotations"):
+        values = meta.get(field)
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if reserved(key) and ours.get(key) != value:
+                sink.error(f"{kind} template '{name}' sets {field[:-1]} '{key}', which toporender owns; "
+                           "remove it from the template", pos)
+
+
+def namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, pos: Position,
+                   sink: DiagnosticSink, warned: set[str]) -> None:
+    """Drop a template's ``metadata.namespace``: objects always go to the workflow namespace, so another one is
+    an error and the same one a warning, given once per template."""
+    value = meta.pop("namespace", None)
+    if value is None:
+        return
+    if value != namespace:
+        sink.error(f"{kind} template '{name}' sets metadata.namespace '{value}'; objects are always created in the "
+                   f"workflow namespace '{namespace}': remove metadata.namespace", pos)
+    elif name not in warned:
+        warned.add(name)
+        sink.warn(f"{kind} template '{name}' sets metadata.namespace; it is ignored (objects always go to the "
+                  "workflow namespace)", pos)
+
+
+def police_pod_patch(name: str, patch: dict[str, Any], namespace: str, position: Callable[[Loc], Position],
+                     sink: DiagnosticSink, warned: set[str]) -> None:
+    """Report what a rendered pod template may not do, and drop what it reports (a namespace, a non-mapping
+    field) so the merge can go on. ``position`` gives a path's place inside the template.
+
+    It changes ``patch`` only where it also reports something, so a caller that merges patches in bulk
+    (:mod:`toporender.build.pod_shapes`) can run it with a sink of its own and leave every reported patch to
+    :func:`~toporender.build.templates.apply.apply_pod_templates`."""
+    meta = patch.get("metadata")
+    if isinstance(meta, dict):
+        pos = position(("metadata",))
+        namespace_rule("pod", name, meta, namespace, pos, sink, warned)
+        if "name" in meta:
+            sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos)
+        for field in ("labels", "annotations"):
+            if meta.get(field) is not None and not isinstance(meta[field], dict):
+                sink.error(f"pod template '{name}': metadata.{field} must be a mapping of names to strings",
+                           position(("metadata", field)))
+                del meta[field]
+        check_reserved("pod", name, meta, {}, pos, sink)
+    spec = patch.get("spec")
+    if isinstance(spec, dict) and "schedulerName" in spec:
+        sink.error(f"pod template '{name}' sets spec.schedulerName, which the pool's backend owns; "
+                   "set scheduler_name on the pool instead", position(("spec", "schedulerName")))
+
