@@ -34,7 +34,7 @@ from typing import Any, TypeAlias, cast
 
 from toporender.build.pods import base_pod, finish_pod
 from toporender.build.templates.apply import pod_template_names
-from toporender.build.templates.engine import _LENGTH_REF, TemplateFailure, _compile_string, _simple, format_string
+from toporender.build.templates.engine import LENGTH_REF, TemplateFailure, compile_string, format_string, simple_parts
 from toporender.build.templates.merge import SET_LISTS, merge_pod
 from toporender.build.templates.policy import police_pod_patch
 from toporender.errors import DiagnosticSink, Position
@@ -183,14 +183,14 @@ def _symbolic(value: Any, shared: Mapping[str, Any], path: Loc) -> Any:
 
 
 def _symbolic_string(value: str, shared: Mapping[str, Any], path: Loc) -> Any:
-    length = _LENGTH_REF.fullmatch(value)
-    parts = _simple(value)
+    length = LENGTH_REF.fullmatch(value)
+    parts = simple_parts(value)
     used = (length.group(1),) if length else parts[1::2] if parts is not None else None
     if used is None:
         raise Undecided("a template value uses Jinja beyond {{ NAME }}")
     if _IDENTITY.isdisjoint(used):
         try:
-            return _compile_string(value, path)(shared)
+            return compile_string(value, path)(shared)
         except TemplateFailure as exc:
             raise Undecided("a template value fails to render") from exc
     if length or parts is None or any(n not in _IDENTITY and n not in shared for n in used):

@@ -6,14 +6,11 @@ result back into the host's output format; these helpers keep that translation u
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 from collections.abc import Iterable
 from pathlib import PurePosixPath
-from typing import NoReturn
 
-from toporender.errors import Diagnostic, Position, UserError, fail
+from toporender.errors import Diagnostic, Position, fail
 
 TRUE_WORDS = {"1", "true", "yes", "on", "y"}
 FALSE_WORDS = {"0", "false", "no", "off", "n", ""}
@@ -77,25 +74,3 @@ def check_namespace(value: str, what: str, pos: Position | None = None) -> str:
 def print_diagnostics(diags: Iterable[Diagnostic]) -> None:
     for d in diags:
         print(str(d), file=sys.stderr)
-
-
-def die_user_error(err: UserError, hint: str = "") -> NoReturn:
-    """Report an input error the way every host shows it: short lines on stderr, exit 1."""
-    print_diagnostics(err.diagnostics)
-    if hint:
-        print(hint, file=sys.stderr)
-    sys.stderr.flush()
-    raise SystemExit(1)
-
-
-def die_internal(exc: BaseException, what: str) -> NoReturn:
-    """An unexpected failure: one readable line (hosts show stderr to users), traceback on request."""
-    if os.environ.get("TOPORENDER_DEBUG"):
-        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    print(
-        f"toporender {what}: internal error: {type(exc).__name__}: {exc} "
-        "(please report it; set TOPORENDER_DEBUG=1 for a traceback)",
-        file=sys.stderr,
-    )
-    sys.stderr.flush()
-    raise SystemExit(1)

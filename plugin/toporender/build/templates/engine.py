@@ -130,12 +130,12 @@ def _jsonable(value: Any, path: Loc) -> Any:
 
 _SIMPLE_REF = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # ``{{ TASKS|length }}``, the usual ``numNodes`` of a ComputeDomain: Jinja's ``length`` is ``len``.
-_LENGTH_REF = re.compile(r"\s*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*length\s*\}\}\s*")
+LENGTH_REF = re.compile(r"\s*\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\|\s*length\s*\}\}\s*")
 _SIZED = (list, tuple, str, dict)
 
 
 @lru_cache(maxsize=8192)
-def _simple(text: str) -> tuple[str, ...] | None:
+def simple_parts(text: str) -> tuple[str, ...] | None:
     """Split ``text`` into literal/name parts when it uses nothing but ``{{ NAME }}`` references.
 
     Most template values are like ``compute-domain-{{WF_GROUP_UUID}}``; substituting them directly
@@ -148,7 +148,7 @@ def _simple(text: str) -> tuple[str, ...] | None:
 
 
 def format_string(parts: tuple[str, ...]) -> str:
-    """The ``str.format_map`` string of :func:`_simple` parts: literals escaped, names as fields."""
+    """The ``str.format_map`` string of :func:`simple_parts` parts: literals escaped, names as fields."""
     return "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}"
                    for i, p in enumerate(parts))
 
@@ -216,7 +216,7 @@ def _compile_tree(value: Any, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
     apply to thousands of pods.
     """
     if isinstance(value, str):
-        return _compile_string(value, path)
+        return compile_string(value, path)
     if isinstance(value, (dict, list)):
         slots = value.items() if isinstance(value, dict) else enumerate(value)
         dynamic = [(k, _compile_tree(v, path + (k,))) for k, v in slots
@@ -235,13 +235,13 @@ def _compile_tree(value: Any, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
     return lambda variables: value
 
 
-def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
+def compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]:
     """Plain ``{{ NAME }}`` references become a lookup or a ``str.format_map``, and ``{{ NAME|length }}``
     a ``len``; anything else, or a name that is not defined or not sized, goes through Jinja (which
     also words the error). A render that needs nothing else never imports Jinja."""
     if "{" not in value:
         return lambda variables: value
-    length = _LENGTH_REF.fullmatch(value)
+    length = LENGTH_REF.fullmatch(value)
     if length is not None:
         sized = length.group(1)
 
@@ -252,7 +252,7 @@ def _compile_string(value: str, path: Loc) -> Callable[[Mapping[str, Any]], Any]
             return _jinja_string(value, variables, path)
 
         return count
-    parts = _simple(value)
+    parts = simple_parts(value)
     if parts is None:
         return lambda variables: _jinja_string(value, variables, path)
     if len(parts) == 3 and not parts[0].strip() and not parts[2].strip():
