@@ -52,16 +52,8 @@ def one_run(root: Path) -> dict[str, float]:
     built = stage("build", lambda: build_gangs(repo, gangs, sink))
 
     def place() -> list[dict[str, object]]:
-        uses = placing.uses_placement(repo, None, None)
-        order = placing.load_order(repo.root) if uses else []
-        outcomes = placing.place(repo, gangs, {g.key: pods for g, _, pods in built}, inventory=None,
-                                 inventory_docs=None, order=order, strict=None, sink=sink)
-        objects = []
-        for gang, group_objs, pods in built:
-            if gang.key in outcomes:
-                placing.annotate(gang, group_objs, pods, outcomes[gang.key])
-            objects += group_objs + pods
-        return objects
+        placing.pack_stage(repo, built, inventory=None, inventory_docs=None, strict=None, sink=sink)
+        return [obj for _, group_objs, pods in built for obj in group_objs + pods]
 
     objects = stage("place", place)
     stage("emit json", lambda: emit.dump_chunks(objects, "json"))

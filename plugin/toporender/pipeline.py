@@ -18,7 +18,7 @@ from toporender.errors import Diagnostic, DiagnosticSink, UserError
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
-from toporender.placement.stage import annotate, load_order, lock_text, place, uses_placement
+from toporender.placement.stage import pack_stage
 
 
 @dataclass(frozen=True)
@@ -91,22 +91,16 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     gangs = _expand(repo, options, sink)
     pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects)
     built = build_gangs(repo, gangs, sink)
-    placing = uses_placement(repo, options.inventory, inventory_docs)
-    order = load_order(repo.root) if placing else []
-    outcomes = place(repo, gangs, {g.key: pods for g, _, pods in built}, inventory=options.inventory,
-                     inventory_docs=inventory_docs, order=order, strict=options.strict, sink=sink)
-    sink.raise_if_errors()
+    lock = pack_stage(repo, built, inventory=options.inventory, inventory_docs=inventory_docs,
+                      strict=options.strict, sink=sink)
 
     files: list[RenderedFile] = []
     if pool_objs:
         files.append(RenderedFile(CONFIG_FILE, pool_objs))
     by_source: dict[str, list[dict[str, Any]]] = {}
     for gang, group_objs, pods in built:
-        if gang.key in outcomes:
-            annotate(gang, group_objs, pods, outcomes[gang.key])
         by_source.setdefault(gang.source, []).extend(group_objs + pods)
     files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
-    lock = lock_text(gangs, order) if placing and repo.root is not None else None
     result = RenderResult(files, sink.warnings, lock)
     check_identities((f.source, f.objects) for f in result.files)
     return result

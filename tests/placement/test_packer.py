@@ -12,9 +12,11 @@ import pytest
 from tests.placement.conftest import FIXTURES, ROOT
 
 from toporender.errors import UserError
-from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
+from toporender.expand.topology import LevelConstraint
+from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
+from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, load_inventory
-from toporender.placement.packer import hist_count, pack
+from toporender.placement.packer import pack
 
 LEVELS = ["zone", "block", "rack"]
 POOL = load_inventory(FIXTURES / "pool-inventory.yaml", "pool-inventory.yaml")
@@ -42,7 +44,7 @@ def test_whole_gang_in_one_required_domain_and_subgroups_in_racks() -> None:
     assert g.placed
     assert g.subgroup_domains[""]["zone"] == "a"
     assert {g.subgroup_domains["a"]["rack"], g.subgroup_domains["b"]["rack"]} <= {"x.1", "x.2", "x.3"}
-    assert g.pod_domain["a-0"] == f"rack={g.subgroup_domains['a']['rack']}"
+    assert g.pod_domain["a-0"][-1] == ("rack", g.subgroup_domains["a"]["rack"])
 
 
 @pytest.mark.parametrize(

@@ -70,16 +70,16 @@ def test_jumping_scan_gives_the_plans_of_the_plain_scan(seed: int, gang_steps: i
     step budgets run out mid-scan (the jumps charge the steps of the domains they skip)."""
     from instances import random_gang, random_inventory
 
-    from toporender.placement import packer
+    from toporender.placement import fit, repair
 
     rng = random.Random(seed)
     inv = random_inventory(rng, 1, 40, (1, 3), partly=0.3)
     gangs = [random_gang(rng, f"g{i}", pods_range=(2, 12)) for i in range(120)]
-    monkeypatch.setattr(packer, "GANG_STEPS", gang_steps)
-    monkeypatch.setattr(packer, "REPAIR_STEPS_PER_TRY", gang_steps)
+    monkeypatch.setattr(fit, "GANG_STEPS", gang_steps)
+    monkeypatch.setattr(repair, "REPAIR_STEPS_PER_TRY", gang_steps)
     hashes = []
     for threshold in (1, 10**9):
-        monkeypatch.setattr(packer, "_MISSES_BEFORE_JUMPING", threshold)
+        monkeypatch.setattr(fit, "_MISSES_BEFORE_JUMPING", threshold)
         hashes.append(pack(inv, LEVELS, gangs).hash)
     assert hashes[0] == hashes[1]
 

@@ -24,8 +24,11 @@ from toporender.load.yaml_source import Loc
 
 
 @dataclass(frozen=True)
-class Constraint:
-    """Required and preferred levels as node-label keys (None when absent)."""
+class LevelConstraint:
+    """Required and preferred topology levels as node-label keys (None when absent).
+
+    The one shape of a level constraint from expansion through the packer's input to the backends; the packer
+    turns the keys into level indices once, when it compiles a gang."""
 
     required: str | None = None
     preferred: str | None = None
@@ -38,7 +41,7 @@ class Constraint:
 class Subgroup:
     name: str
     parent: str | None
-    constraint: Constraint
+    constraint: LevelConstraint
     tasks: tuple[str, ...]
     children: tuple[str, ...]
     path: tuple[str, ...]
@@ -56,7 +59,7 @@ class Subgroup:
 class GroupTopology:
     """Gang structure of one task group: a top-level constraint and hierarchical subgroups."""
 
-    constraint: Constraint
+    constraint: LevelConstraint
     subgroups: tuple[Subgroup, ...] = ()
     task_subgroup: dict[str, str] = field(default_factory=dict)
 
@@ -72,7 +75,7 @@ class GroupTopology:
 class _RawSubgroup:
     path: tuple[str, ...]
     parent: tuple[str, ...] | None
-    constraint: Constraint
+    constraint: LevelConstraint
     tasks: tuple[str, ...]
     kids: list[tuple[str, ...]]
 
@@ -88,11 +91,11 @@ class _Node:
     tasks: list[str] = field(default_factory=list)
 
 
-def _merge(c: Constraint, node: _Node) -> Constraint:
+def _merge(c: LevelConstraint, node: _Node) -> LevelConstraint:
     """Add a finer level to a constraint: a finer requirement implies every coarser one."""
     if node.required:
-        return Constraint(node.label, None)
-    return Constraint(c.required, node.label)
+        return LevelConstraint(node.label, None)
+    return LevelConstraint(c.required, node.label)
 
 
 def _requirements(wf: WorkflowFile, resource: str, res: ResourceSpec, pool_name: str, levels: list[TopologyKey],
@@ -146,11 +149,11 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
             reqs = by_resource[task.resource] = _requirements(wf, task.resource, res, pool_name, levels, index, sink)
         per_task.append((task.name, reqs))
     if len(sink.errors) > errors_before:
-        return GroupTopology(Constraint())
+        return GroupTopology(LevelConstraint())
 
     key_sets = {tuple(r[0] for r in reqs) for reqs in by_resource.values()}
     if not any(by_resource.values()):
-        return GroupTopology(Constraint())
+        return GroupTopology(LevelConstraint())
     if len(key_sets) > 1:
         first_name, first = per_task[0]
         first_keys = [levels[r[0]].key for r in first]
@@ -164,7 +167,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
                     "all tasks of a group must use the same topology keys (give every task's resource the same "
                     "keys, or split the group)",
                     wf.pos(tloc + ("resource",)))
-        return GroupTopology(Constraint())
+        return GroupTopology(LevelConstraint())
 
     root = _Node(-1, "", True, "", ())
     parent_of: dict[tuple[int, str], tuple[tuple[str, ...], Loc]] = {}
@@ -183,7 +186,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
                     f"({'/'.join(owner[0]) or 'the gang'} and {'/'.join(node.path) or 'the gang'}); "
                     "use a different group name under each parent",
                     wf.pos(rloc + ("group",)))
-                return GroupTopology(Constraint())
+                return GroupTopology(LevelConstraint())
             child = node.children.get(grp)
             if child is None:
                 child = _Node(lvl, levels[lvl].label, required, grp, node.path + (grp,))
@@ -193,12 +196,12 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
                     f"topology group '{grp}' at level '{levels[lvl].key}' is both required and preferred; "
                     "use the same requirementType in every resource that names it",
                     wf.pos(rloc + ("requirementType",)))
-                return GroupTopology(Constraint())
+                return GroupTopology(LevelConstraint())
             node = child
         leaf_of[id(reqs)] = node
         node.tasks.append(name)
 
-    top = Constraint()
+    top = LevelConstraint()
     node = root
     while len(node.children) == 1:
         node = next(iter(node.children.values()))
@@ -209,7 +212,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
     raw: list[_RawSubgroup] = []
 
     def emit(start: _Node, parent: tuple[str, ...] | None) -> tuple[str, ...]:
-        c = _merge(Constraint(), start)
+        c = _merge(LevelConstraint(), start)
         cur = start
         while len(cur.children) == 1:
             cur = next(iter(cur.children.values()))

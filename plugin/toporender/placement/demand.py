@@ -8,15 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toporender.expand.topology import LevelConstraint
+
 Toleration = tuple[str, "str | None", "str | None"]
-
-
-@dataclass(frozen=True)
-class LevelConstraint:
-    """Topology levels (node-label keys) a group must / should stay inside."""
-
-    required: str | None = None
-    preferred: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

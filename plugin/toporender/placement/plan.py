@@ -12,8 +12,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toporender.placement.packer import Packer, _Gang
+    from toporender.placement.compiled import CompiledGang
+    from toporender.placement.fit import Fitter
     from toporender.placement.tree import Tree
+
+
+Domain = tuple[tuple[str, str], ...]
+"""A topology domain as (level label, value) pairs, coarsest first: ``(("zone", "za"), ("rack", "r7"))``."""
+
+
+def domain_text(domain: Domain) -> str:
+    """``label=value`` of the finest level: how a domain is written on objects and in reports ('' for none)."""
+    return f"{domain[-1][0]}={domain[-1][1]}" if domain else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +37,7 @@ class GangPlacement:
     reason: str | None = None
     subgroup_domains: dict[str, dict[str, str]] = field(default_factory=dict)
     pod_nodes: dict[str, str] = field(default_factory=dict)
-    pod_domain: dict[str, str] = field(default_factory=dict)
+    pod_domain: dict[str, Domain] = field(default_factory=dict)
     span: dict[str, int] = field(default_factory=dict)
     cuts: dict[str, int] = field(default_factory=dict)
     moved: bool = False
@@ -109,7 +119,8 @@ class PlacementPlan:
                     "span": g.span,
                     "cuts": g.cuts,
                     "pods": [
-                        {"name": p, "node": n, "domain": g.pod_domain.get(p, "")} for p, n in g.pod_nodes.items()
+                        {"name": p, "node": n, "domain": domain_text(g.pod_domain.get(p, ()))}
+                        for p, n in g.pod_nodes.items()
                     ],
                 }
                 for g in self.gangs.values()
@@ -163,7 +174,7 @@ def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
     return out
 
 
-def _finest_level(gang: _Gang, gi: int) -> int:
+def _finest_level(gang: CompiledGang, gi: int) -> int:
     best = -1
     while gi >= 0:
         g = gang.groups[gi]
@@ -172,14 +183,14 @@ def _finest_level(gang: _Gang, gi: int) -> int:
     return best
 
 
-def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
+def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
     """Collect the packer's state into a :class:`PlacementPlan`."""
     levels = tree.levels
     gangs: dict[str, GangPlacement] = {}
     # Nodes of one domain share their ancestors, so everything derived from a node's position is computed once
     # per node domain (the node's own, finest domain) and cached.
     views: dict[int, list[int]] = {}
-    names: dict[tuple[int, int], str] = {}
+    names: dict[tuple[int, int], Domain] = {}
     node_path = tree.node_path
 
     def by_level(own: int) -> list[int]:
@@ -193,16 +204,13 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
             views[own] = got
         return got
 
-    def domain_name(own: int, finest: int) -> str:
-        """``level=value`` of the finest real domain at or above level ``finest`` ('' if there is none)."""
+    def domain_of(own: int, finest: int) -> Domain:
+        """The real domains at or above level ``finest`` of the nodes whose own domain is ``own``, coarsest first."""
         got = names.get((own, finest))
         if got is None:
-            got = ""
             view = by_level(own)
-            for li in range(min(finest, len(levels) - 1), -1, -1):
-                if view[li] >= 0:
-                    got = f"{levels[li]}={tree.dom_path[view[li]][-1]}"
-                    break
+            got = tuple((levels[li], tree.dom_path[view[li]][-1])
+                        for li in range(min(finest, len(levels) - 1) + 1) if view[li] >= 0)
             names[(own, finest)] = got
         return got
 
@@ -231,12 +239,12 @@ def build_plan(tree: Tree, packer: Packer) -> PlacementPlan:
         # worked out once per (group, node domain) rather than once per pod.
         groups = gang.groups
         owns: list[set[int]] = [{own_of[p] for p in g.pods if p in own_of} for g in groups]
-        where_of: dict[int, str] = {}
+        where_of: dict[int, Domain] = {}
         for gi, g in enumerate(groups):
             lvl = _finest_level(gang, gi)
             if lvl < 0:
                 lvl = len(levels) - 1
-            here = {own: domain_name(own, lvl) for own in owns[gi]}
+            here = {own: domain_of(own, lvl) for own in owns[gi]}
             for p in g.pods:
                 at = own_of.get(p)
                 if at is not None and here[at]:

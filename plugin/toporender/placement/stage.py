@@ -85,18 +85,17 @@ def _tolerations(pod: dict[str, Any]) -> tuple[tuple[str, str | None, str | None
 
 def gang_demand(gang: Gang, pods: Sequence[dict[str, Any]]) -> Any:
     """The packer's view of a gang: pods with GPUs and tolerations, subgroups with their levels."""
-    from toporender.placement.demand import GangDemand, LevelConstraint, PodDemand, SubgroupDemand
+    from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 
     demands = {t.spec.name: PodDemand(t.spec.name, t.resource.gpu or 0, _tolerations(pod))
                for t, pod in zip(gang.tasks, pods)}
     topo = gang.topology
     subgroups = tuple(
-        SubgroupDemand(sg.name, sg.parent, LevelConstraint(sg.constraint.required, sg.constraint.preferred),
-                       tuple(demands[t] for t in sg.tasks))
+        SubgroupDemand(sg.name, sg.parent, sg.constraint, tuple(demands[t] for t in sg.tasks))
         for sg in topo.subgroups
     )
     return GangDemand(gang.key, f"{gang.workflow.name}/{gang.name}",
-                      LevelConstraint(topo.constraint.required, topo.constraint.preferred), subgroups,
+                      topo.constraint, subgroups,
                       tuple(demands.values()), tuple(topo.task_subgroup.items()))
 
 
@@ -185,9 +184,34 @@ def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]
     return outcomes
 
 
+def pack_stage(repo: Repo, built: Sequence[tuple[Gang, list[dict[str, Any]], list[dict[str, Any]]]], *,
+               inventory: str | None, inventory_docs: list[Document] | None, strict: bool | None,
+               sink: DiagnosticSink) -> str | None:
+    """The pipeline's pack stage: place the built gangs, write the intended placement onto their objects, and
+    return what ``toporender.lock`` holds after this render (None when the repo packs nothing or has no folder).
+
+    ``built`` pairs each gang with its group objects and its Pods, in stream order; they are annotated in place.
+    Unplaceable gangs warn, or are errors under strict placement, raised before anything is annotated.
+    """
+    if not uses_placement(repo, inventory, inventory_docs):
+        return None
+    gangs = [gang for gang, _, _ in built]
+    order = load_order(repo.root)
+    outcomes = place(repo, gangs, {gang.key: pods for gang, _, pods in built}, inventory=inventory,
+                     inventory_docs=inventory_docs, order=order, strict=strict, sink=sink)
+    sink.raise_if_errors()
+    for gang, group_objects, pods in built:
+        outcome = outcomes.get(gang.key)
+        if outcome is not None:
+            annotate(gang, group_objects, pods, outcome)
+    return lock_text(gangs, order) if repo.root is not None else None
+
+
 def annotate(gang: Gang, group_objects: list[dict[str, Any]], pods: list[dict[str, Any]],
              outcome: GangOutcome) -> None:
     """Write the intended placement onto the gang's scheduler objects and pods (and pin if asked)."""
+    from toporender.placement.plan import domain_text
+
     gp = outcome.placement
     gang_notes: dict[str, str] = {PLAN_HASH: outcome.plan_hash}
     if gp.placed:
@@ -213,17 +237,18 @@ def annotate(gang: Gang, group_objects: list[dict[str, Any]], pods: list[dict[st
             meta = pod["metadata"]
             notes = dict(meta.get("annotations", {}))
             if domain is not None:
-                notes[INTENDED_DOMAIN] = domain
+                notes[INTENDED_DOMAIN] = domain_text(domain)
             if node is not None:
                 notes[INTENDED_NODE] = node
             meta["annotations"] = notes
         if pin != "none" and domain is not None:
-            _pin(pod, domain, hard=pin == "hard")
+            _pin(pod, domain[-1], hard=pin == "hard")
 
 
-def _pin(pod: dict[str, Any], domain: str, *, hard: bool) -> None:
-    """Node affinity to the intended domain: required (hard) or preferred with top weight (soft)."""
-    key, _, value = domain.partition("=")
+def _pin(pod: dict[str, Any], level: tuple[str, str], *, hard: bool) -> None:
+    """Node affinity to the finest level of the intended domain: required (hard) or preferred with top weight
+    (soft)."""
+    key, value = level
     expr = {"key": key, "operator": "In", "values": [value]}
     spec = pod["spec"]
     affinity = spec.setdefault("affinity", {})

@@ -12,7 +12,7 @@ from typing import Any
 
 from toporender.build.backends import GangObjects
 from toporender.expand.gangs import Gang
-from toporender.expand.topology import Constraint
+from toporender.expand.topology import LevelConstraint
 from toporender.load.models import PoolConfig
 
 SCHEDULER = "kai-scheduler"
@@ -29,7 +29,7 @@ def topology_name(pool_name: str, pool: PoolConfig) -> str:
     return pool.topology_name or f"{pool_name.lower().replace('_', '-').replace('.', '-')}-topology"
 
 
-def _constraint(c: Constraint, topology: str) -> dict[str, str]:
+def _constraint(c: LevelConstraint, topology: str) -> dict[str, str]:
     out = {"topology": topology}
     if c.required:
         out["requiredTopologyLevel"] = c.required

@@ -1,0 +1,408 @@
+"""Fitting one gang: a depth-first search over candidate domains, best fit first, then pods onto nodes.
+
+Level by level the search chooses a domain for the gang and then for each subgroup, largest first; inside the
+chosen domain pods go to the tightest child that holds them all, else largest children first, and finally to
+nodes sorted by free GPUs and name. Every change to the tree goes through an undo log so a failed branch rolls
+back exactly.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Generator, Iterator, Mapping, Sequence
+
+from toporender.placement.compiled import CompiledGang, Group, SearchContext, compile_gang, size_counts
+from toporender.placement.demand import GangDemand
+from toporender.placement.tree import ROOT, Tree
+
+# Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
+GANG_STEPS = 1_000
+
+
+def hist_count(hist: Sequence[int], sizes: Sequence[tuple[int, int]]) -> int:
+    """How many pods (sizes largest first) fit on nodes with this free-GPU histogram, filling nodes largest first.
+
+    This is exactly what the node assignment does, so a domain that passes this test always receives its pods.
+    """
+    h = list(hist)
+    top = len(h) - 1
+    placed = 0
+    for g, k in sizes:
+        left = k
+        f = top
+        while left and f >= g:
+            c = h[f]
+            if c:
+                per = f // g
+                full = min(c, left // per)
+                if full:
+                    h[f] -= full
+                    h[f - per * g] += full
+                    left -= full * per
+                if left and h[f] and left < per:
+                    h[f] -= 1
+                    h[f - left * g] += 1
+                    left = 0
+            f -= 1
+        placed += k - left
+        if left:
+            break
+    return placed
+
+
+# Domains in a row failing the candidate tests after which the candidate scan starts jumping (see _candidates).
+_MISSES_BEFORE_JUMPING = 16
+
+
+def _next_with_child(by_child: Mapping[int, list[int]], need: int, low: int) -> int | None:
+    """The smallest key from ``low`` on of a domain whose largest child has at least ``need`` free GPUs."""
+    best = None
+    for m, keys in by_child.items():
+        if m >= need:
+            i = bisect_left(keys, low)
+            if i < len(keys) and (best is None or keys[i] < best):
+                best = keys[i]
+    return best
+
+
+def _deep_ok(deep: list[tuple[list[list[int] | None], int]], d: int) -> bool:
+    """Necessary test: the largest descendant leaf at each finer level fits the largest domain there.
+
+    ``deep`` pairs :meth:`Tree.below` of each level finer than ``d``'s with GPUs x index stride.
+    """
+    for below, need in deep:
+        lst = below[d]
+        if not lst or lst[-1] < need:
+            return False
+    return True
+
+
+def _fits(hist: Sequence[int], sizes: Sequence[tuple[int, int]], need: int) -> bool:
+    return hist_count(hist, sizes) == sum(k for _, k in sizes) if need else True
+
+
+class Fitter:
+    """The state of one packing run (tree, undo log, assignments) and the search that fits one gang."""
+
+    def __init__(self, tree: Tree, gangs: Sequence[GangDemand]):
+        self.tree = tree
+        self.log: list[tuple[int, tuple[tuple[int, int], ...], int]] = []
+        self.assign: dict[int, dict[int, int]] = {}
+        self.gangs = [compile_gang(tree, i, g) for i, g in enumerate(gangs)]
+        self.lca: dict[int, int] = {}
+        self.spent = 0
+        self.moved: set[int] = set()
+        self.placed: set[int] = set()
+        self.reasons: dict[int, str] = {}
+        self.active: dict[int, SearchContext] = {}
+        # (required level, GPUs, largest leaf) of gangs re-arranging could not admit; free GPUs only shrink, so a
+        # gang at least as large in both is not worth another search
+        self.failed: list[tuple[int, int, int]] = []
+
+    # ---- state changes -------------------------------------------------------------------------------------
+    # The undo log holds one entry per batch of pods taken (+1) or released (-1) together, so a rollback costs one
+    # tree update per call instead of per pod.
+    def _take(self, ctx: SearchContext | None, gang: int, pairs: Sequence[tuple[int, int]],
+              deltas: dict[int, int]) -> None:
+        """Assign ``pairs`` (pod, node) taking ``deltas`` (GPUs per node); the caller already knows the per-node
+        totals, so they are not summed again per pod."""
+        self.assign.setdefault(gang, {}).update(pairs)
+        self.log.append((gang, tuple(pairs), 1))
+        if ctx is not None:
+            self._count_used(ctx.used, [node for _, node in pairs], 1)
+        self.tree.change(deltas)
+
+    def _release(self, gang: int) -> None:
+        asg = self.assign.pop(gang, {})
+        gpus = self.gangs[gang].pod_gpus
+        deltas: dict[int, int] = {}
+        pairs = tuple(sorted(asg.items()))
+        for pod, node in pairs:
+            deltas[node] = deltas.get(node, 0) - gpus[pod]
+        self.log.append((gang, pairs, -1))
+        self.tree.change(deltas)
+
+    def _rollback(self, mark: int, ctx: SearchContext | None) -> None:
+        deltas: dict[int, int] = {}
+        log = self.log
+        while len(log) > mark:
+            gang, pairs, sign = log.pop()
+            gpus = self.gangs[gang].pod_gpus
+            if sign > 0:
+                asg = self.assign[gang]
+                for pod, node in reversed(pairs):
+                    del asg[pod]
+                    deltas[node] = deltas.get(node, 0) - gpus[pod]
+                active = self.active.get(gang) if ctx is None else (ctx if gang == ctx.gang else None)
+                if active is not None:
+                    self._count_used(active.used, [node for _, node in pairs], -1)
+            else:
+                asg = self.assign.setdefault(gang, {})
+                for pod, node in reversed(pairs):
+                    asg[pod] = node
+                    deltas[node] = deltas.get(node, 0) + gpus[pod]
+        self.tree.change(deltas)
+
+    def _count_used(self, used: dict[int, int], nodes: list[int], sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) one pod per listed node from a gang's pod count per domain; domains
+        whose count drops to zero are removed, so ``d in used`` means the gang has pods in ``d``."""
+        node_path = self.tree.node_path
+        per_path: dict[tuple[int, ...], int] = {}
+        # a batch is nearly always the nodes of one rack: count runs of one chain before touching the dict
+        last: tuple[int, ...] | None = None
+        run = 0
+        for n in nodes:
+            path = node_path[n]
+            if path is last:
+                run += 1
+                continue
+            if last is not None:
+                per_path[last] = per_path.get(last, 0) + run
+            last = path
+            run = 1
+        if last is not None:
+            per_path[last] = per_path.get(last, 0) + run
+        for path, k in per_path.items():
+            for d in path:
+                c = used.get(d, 0) + sign * k
+                if c:
+                    used[d] = c
+                else:
+                    del used[d]
+
+    # ---- capacity views --------------------------------------------------------------------------------------
+    def _hist(self, d: int, tol: frozenset[int]) -> list[int]:
+        tree = self.tree
+        if not tol:
+            return tree.dom_hist[d]
+        h = list(tree.dom_hist[d])
+        for n in tree.dom_tainted[d]:
+            if n in tol:
+                h[tree.node_free[n]] += 1
+        return h
+
+    def _free(self, d: int, tol: frozenset[int]) -> int:
+        tree = self.tree
+        if not tol:
+            return tree.dom_free[d]
+        return tree.dom_free[d] + sum(tree.node_free[n] for n in tree.dom_tainted[d] if n in tol)
+
+    # ---- pods into a fixed domain ------------------------------------------------------------------------------
+    def _distribute(self, ctx: SearchContext, d: int, pods: list[int], tol: frozenset[int]) -> bool:
+        tree = self.tree
+        children = tree.dom_children[d]
+        if not children:
+            return self._to_nodes(ctx, d, pods, tol)
+        gpus = self.gangs[ctx.gang].pod_gpus
+        remaining = pods
+        pool = list(children)
+        used = ctx.used
+        while remaining:
+            sizes = size_counts([gpus[p] for p in remaining])
+            need = sum(gpus[p] for p in remaining)
+            best: tuple[int, int, int] | None = None
+            for c in pool:
+                if self._free(c, tol) >= need and _fits(self._hist(c, tol), sizes, need):
+                    key = (0 if c in used else 1, self._free(c, tol) - need, tree.rank[c])
+                    if best is None or key < best:
+                        best = key
+            if best is not None:
+                c = tree.dom_rank[best[2]]
+                return self._distribute(ctx, c, remaining, tol)
+            pool.sort(key=lambda c: (0 if c in used else 1, -self._free(c, tol), tree.rank[c]))
+            taken = False
+            while pool:
+                c = pool.pop(0)
+                k = hist_count(self._hist(c, tol), sizes)
+                if k:
+                    if not self._distribute(ctx, c, remaining[:k], tol):
+                        return False
+                    remaining = remaining[k:]
+                    taken = True
+                    break
+            if not taken:
+                return False
+        return True
+
+    def _to_nodes(self, ctx: SearchContext, d: int, pods: list[int], tol: frozenset[int]) -> bool:
+        """Pods (largest first) onto the domain's nodes: for each pod size, nodes by free GPUs (largest first)
+        and name, filling a node before moving to the next."""
+        tree = self.tree
+        free = tree.node_free
+        clean = tree.node_clean
+        local = {n: free[n] for n in tree.dom_nodes[d] if free[n] and (clean[n] or n in tol)}
+        gpus = self.gangs[ctx.gang].pod_gpus
+        pairs: list[tuple[int, int]] = []
+        i = 0
+        while i < len(pods):
+            g = gpus[pods[i]]
+            # node ids follow node names and the sort is stable, so equal free GPUs keep name order
+            order = sorted(local, key=local.__getitem__, reverse=True)
+            j = 0
+            while i < len(pods) and gpus[pods[i]] == g:
+                while j < len(order) and local[order[j]] < g:
+                    j += 1
+                if j == len(order):
+                    return False
+                n = order[j]
+                local[n] -= g
+                pairs.append((pods[i], n))
+                i += 1
+        self._take(ctx, ctx.gang, pairs, {n: free[n] - f for n, f in local.items() if f != free[n]})
+        return True
+
+    # ---- search over groups ----------------------------------------------------------------------------------
+    def _candidates(self, ctx: SearchContext, g: Group, w: int, lvl: int) -> Iterator[int]:
+        tree = self.tree
+        tol = g.tol_any
+        if lvl <= tree.dom_level[w]:
+            ctx.steps += 1
+            if self._free(w, tol) >= g.need and _fits(self._hist(w, tol), g.sizes, g.need):
+                yield w
+            return
+        need = g.need
+        used = ctx.used
+        rank = tree.rank
+        first = sorted(
+            (d for d in used if tree.dom_level[d] == lvl and tree.dom_real[d] and tree.inside(d, w)),
+            key=lambda d: (self._free(d, tol), rank[d]),
+        )
+        for d in first:
+            ctx.steps += 1
+            if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                yield d
+        seen: set[tuple[int, ...]] = set()
+        if tol:
+            pool = sorted(
+                (d for d in tree.level_domains[lvl] if tree.inside(d, w) and d not in used),
+                key=lambda d: (self._free(d, tol), rank[d]),
+            )
+            for d in pool:
+                ctx.steps += 1
+                if ctx.steps >= ctx.limit:
+                    return
+                if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                    yield d
+            return
+        lst = tree.index.get((w, lvl))
+        if not lst:
+            return
+        # The scan below is the packer's hottest loop (most domains fail the fit tests), so it keeps its state in
+        # locals: ``steps`` is written back to the context before each yield and re-read after it.
+        stride = tree.stride
+        dom_rank = tree.dom_rank
+        hists = tree.dom_hist
+        deep = [(tree.below(dl), dn * stride) for dl, dn in g.deep if dl > lvl]
+        pos = bisect_left(lst, need * stride)
+        fit_memo: dict[tuple[int, ...], bool] = {}
+        npods = sum(k for _, k in g.sizes)
+        sizes = g.sizes
+        limit = ctx.limit
+        steps = ctx.steps
+        # After a run of domains whose children are all too small for the largest subgroup one level down, the scan
+        # jumps to the next domain that has a large enough child (``tree.child_table``) until its next yield. A jump
+        # charges the steps the scan would have spent on the domains it skips, so step budgets, and with them
+        # plans, stay the same as visiting each domain; it keeps the scan from growing with the cluster size.
+        child_need = next((dn for dl, dn in g.deep if dl == lvl + 1), 0)
+        by_child: dict[int, list[int]] | None = None
+        misses = 0
+        while pos < len(lst):
+            if steps >= limit:
+                ctx.steps = steps
+                return
+            if misses >= _MISSES_BEFORE_JUMPING and child_need:
+                if by_child is None:
+                    by_child = tree.child_table(w, lvl)
+                target = _next_with_child(by_child, child_need, lst[pos])
+                if target is None:
+                    ctx.steps = min(steps + len(lst) - pos, limit)
+                    return
+                skip = bisect_left(lst, target, pos) - pos
+                if steps + skip >= limit:
+                    ctx.steps = limit
+                    return
+                steps += skip
+                pos += skip
+            key = lst[pos]
+            d = dom_rank[key % stride]
+            steps += 1
+            # Both tests are pure, so the cheap largest-subgroup test (an index lookup per finer level) runs
+            # before the node fit test (a histogram walk), which most blocks fail at scale; same outcome.
+            if d not in used and (not deep or _deep_ok(deep, d)):
+                h = hists[d]
+                th = tuple(h)
+                fits = fit_memo.get(th)
+                if fits is None:
+                    fits = fit_memo[th] = hist_count(h, sizes) == npods
+                if fits:
+                    # Leaf domains in the same state are interchangeable: try one of them only.
+                    sig = (tree.dom_parent[d], *h) if not tree.dom_children[d] else (-1 - d,)
+                    if sig not in seen:
+                        seen.add(sig)
+                        ctx.steps = steps
+                        yield d
+                        steps = ctx.steps
+                        pos = bisect_right(lst, key)
+                        misses = 0
+                        continue
+            else:
+                misses += 1
+            pos += 1
+        ctx.steps = steps
+
+    def _gen_group(self, ctx: SearchContext, gang: CompiledGang, gi: int, w: int) -> Generator[None, None, None]:
+        g = gang.groups[gi]
+        lo = max(g.req, self.tree.dom_level[w])
+        hi = g.pref if g.pref is not None and g.pref > lo else lo
+        for lvl in range(hi, lo - 1, -1):
+            for d in self._candidates(ctx, g, w, lvl):
+                if ctx.steps >= ctx.limit:
+                    return
+                yield from self._gen_items(ctx, gang, gi, d, 0)
+
+    def _gen_items(self, ctx: SearchContext, gang: CompiledGang, gi: int, d: int,
+                   i: int) -> Generator[None, None, None]:
+        g = gang.groups[gi]
+        if i < len(g.children):
+            for _ in self._gen_group(ctx, gang, g.children[i], d):
+                yield from self._gen_items(ctx, gang, gi, d, i + 1)
+            return
+        if not g.pods:
+            yield
+            return
+        mark = len(self.log)
+        ctx.steps += 1
+        if self._distribute(ctx, d, g.pods, g.tol):
+            yield
+        self._rollback(mark, ctx)
+
+    def place(self, gang: CompiledGang, region: int, limit: int) -> tuple[bool, int]:
+        """Place one gang inside ``region``; returns (placed, steps spent)."""
+        ctx = SearchContext(gang.idx, limit)
+        if gang.need == 0:
+            self.placed.add(gang.idx)
+            return True, 0
+        gen = self._gen_group(ctx, gang, 0, region)
+        ok = False
+        for _ in gen:
+            ok = True
+            break
+        gen.close()
+        if ok:
+            self.lca[gang.idx] = self._lca(gang.idx)
+            self.placed.add(gang.idx)
+        return ok, ctx.steps
+
+    def _lca(self, gang: int) -> int:
+        tree = self.tree
+        nodes = set(self.assign.get(gang, {}).values())
+        if not nodes:
+            return ROOT
+        # the gang's nodes share few chains; the common prefix only depends on the distinct ones
+        paths = [tuple(reversed(p)) for p in {tree.node_path[n] for n in nodes}]
+        depth = 0
+        first = paths[0]
+        while depth < len(first) and all(len(p) > depth and p[depth] == first[depth] for p in paths):
+            depth += 1
+        return first[depth - 1] if depth else ROOT
+

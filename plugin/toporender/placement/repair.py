@@ -1,0 +1,302 @@
+"""Re-arranging earlier gangs when a new one does not fit as things stand.
+
+The gangs lying inside one region (a domain of the new gang's required level, then coarser ones up to the
+pool) are lifted, assigned whole to domains of their required level (a search of its own), and each domain is
+re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. Earlier gangs move
+only when this admits the new gang, and never when it fits as they are. Step budgets bound the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from toporender.placement import fit
+from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext
+from toporender.placement.fit import Fitter
+from toporender.placement.tree import ROOT
+
+# Budgets of the repair search in steps; they depend only on the gangs seen so far.
+REPAIR_BASE_STEPS = 20_000
+REPAIR_STEPS_PER_TRY = 2_000
+REPAIR_STEPS_PER_DOMAIN = 1_500
+REPAIR_STEPS_PER_GANG = 10
+MAX_MOVABLE = 300
+REPAIR_REGIONS = 3
+
+
+def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
+    """Largest pods first, then largest groups: for divisible pod sizes this makes first-fit node packing exact."""
+    gang, gi = item
+    g = gang.groups[gi]
+    return (-g.sizes[0][0] if g.sizes else 0, -g.need, gang.idx, gi)
+
+
+class Repairer(Fitter):
+    """A :class:`Fitter` that may also re-pack earlier gangs to admit a new one."""
+
+    # ---- re-arranging earlier gangs ------------------------------------------------------------------------------
+    def _inside(self, region: int) -> list[int]:
+        tree = self.tree
+        self.spent += len(self.lca) // 64 + 1
+        if region == ROOT:
+            return sorted(self.lca)
+        # Tree.inside inlined: this scans every placed gang for each region a repair tries
+        lvl = tree.dom_level[region] + 1
+        anc = tree.dom_anc
+        return sorted(g for g, d in self.lca.items() if len(anc[d]) > lvl and anc[d][lvl] == region)
+
+    def repair(self, gang: CompiledGang) -> bool:
+        """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
+        tree = self.tree
+        allowance = min(REPAIR_BASE_STEPS + REPAIR_STEPS_PER_GANG * (gang.idx + 1), self.spent + REPAIR_STEPS_PER_TRY)
+        r = gang.groups[0].req
+        regions: list[int] = []
+        for lvl in range(r, -1, -1):
+            lst = tree.index.get((ROOT, lvl), [])
+            regions.extend([tree.dom_of(k) for k in reversed(lst) if tree.free_of(k) >= gang.need][:REPAIR_REGIONS])
+        if tree.dom_free[ROOT] >= gang.need:
+            regions.append(ROOT)
+        tried: set[tuple[int, ...]] = set()
+        for region in regions:
+            if self.spent >= allowance:
+                return False
+            movable = tuple(self._inside(region))
+            if movable in tried:
+                continue
+            tried.add(movable)
+            if self._repack(gang, region, list(movable), allowance):
+                return True
+        return False
+
+    def _repack(self, gang: CompiledGang, region: int, movable: list[int], allowance: int) -> bool:
+        if not movable or len(movable) > MAX_MOVABLE:
+            return False
+        if self.tree.dom_free[region] < gang.need:
+            return False
+        saved = {m: self.lca[m] for m in movable}
+        before = {m: dict(self.assign.get(m, {})) for m in movable}
+        mark = len(self.log)
+        for m in movable:
+            self._release(m)
+            del self.lca[m]
+            self.placed.discard(m)
+        alone = len(self.log)
+        fits_alone, steps = self.place(gang, region, fit.GANG_STEPS)
+        self.spent += steps
+        if fits_alone:
+            self.lca.pop(gang.idx, None)
+            self.placed.discard(gang.idx)
+        self._rollback(alone, None)
+        if not fits_alone:
+            self._rollback(mark, None)
+            self.lca.update(saved)
+            self.placed.update(saved)
+            return False
+        gs = [self.gangs[m] for m in movable] + [gang]
+        items = [(x, gi) for x in gs for gi, g in enumerate(x.groups) if g.pods]
+        split = min(x.groups[0].req for x in gs)
+        attempts: list[Callable[[], bool]] = []
+        if split > self.tree.dom_level[region]:
+            attempts.append(lambda: self._decomposed(gs, region, split, allowance))
+        attempts.append(lambda: self._search_items(
+            sorted(items, key=_item_order), region, allowance))
+        for attempt in attempts:
+            if attempt():
+                for x in gs:
+                    self.lca[x.idx] = self._lca(x.idx)
+                    self.placed.add(x.idx)
+                self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
+                return True
+            if self.spent >= allowance:
+                break
+        self._rollback(mark, None)
+        self.lca.update(saved)
+        self.placed.update(saved)
+        return False
+
+    def _decomposed(self, gs: list[CompiledGang], region: int, split: int, allowance: int) -> bool:
+        """Assign whole gangs to domains of level ``split`` first (free GPUs permitting), then pack each domain
+        on its own; a domain that cannot hold its gangs sends the search back to the gang-to-domain choice."""
+        tree = self.tree
+        doms = [tree.dom_of(k) for k in tree.index.get((region, split), [])]
+        cap = {d: tree.dom_free[d] for d in doms}
+        members: dict[int, list[CompiledGang]] = {d: [] for d in doms}
+        order = sorted(gs, key=lambda x: (-x.need, -x.max_leaf, x.idx))
+        failed: set[tuple[int, frozenset[int]]] = set()
+        rank = tree.rank
+
+        def pack_domains() -> bool:
+            mark = len(self.log)
+            for d in doms:
+                if not members[d]:
+                    continue
+                key = (d, frozenset(x.idx for x in members[d]))
+                if key in failed:
+                    self._rollback(mark, None)
+                    return False
+                items = [(x, gi) for x in members[d] for gi, g in enumerate(x.groups) if g.pods]
+                items.sort(key=_item_order)
+                if not self._search_items(items, d, min(allowance, self.spent + REPAIR_STEPS_PER_DOMAIN)):
+                    failed.add(key)
+                    self._rollback(mark, None)
+                    return False
+            return True
+
+        def assign(i: int) -> bool:
+            if self.spent >= allowance:
+                return False
+            if i == len(order):
+                return pack_domains()
+            x = order[i]
+            for d in sorted((d for d in doms if cap[d] >= x.need), key=lambda d: (cap[d] - x.need, rank[d])):
+                self.spent += 1
+                members[d].append(x)
+                cap[d] -= x.need
+                if (d, frozenset(m.idx for m in members[d])) not in failed and assign(i + 1):
+                    return True
+                members[d].pop()
+                cap[d] += x.need
+            return False
+
+        return assign(0)
+
+    def _search_items(self, items: list[tuple[CompiledGang, int]], region: int, allowance: int) -> bool:
+        """Iterative depth-first search placing leaf groups of many gangs, largest first (bin-packing order).
+
+        A gang's group domains are fixed by the first of its leaves placed, so later leaves of the same gang only
+        see domains inside them.
+        """
+        tree = self.tree
+        self.active = {x.idx: SearchContext(x.idx, 0) for x, _ in items}
+        fixed: dict[tuple[int, int], int] = {}
+        stack: list[tuple[Iterator[int], int, list[tuple[int, int]]]] = []
+        i = 0
+        it = self._item_candidates(items[0], region, fixed)
+        base = len(self.log)
+        checks = [self._check(gang, gi) for gang, gi in items]
+        try:
+            while True:
+                if self.spent >= allowance:
+                    self._rollback(base, None)
+                    return False
+                self.spent += 1
+                d = next(it, -1)
+                if d < 0:
+                    if not stack:
+                        return False
+                    i -= 1
+                    it, mark, fixes = stack.pop()
+                    self._rollback(mark, None)
+                    for key in fixes:
+                        del fixed[key]
+                    continue
+                gang, gi = items[i]
+                ctx = self.active[gang.idx]
+                mark = len(self.log)
+                g = gang.groups[gi]
+                if not self._distribute(ctx, d, g.pods, g.tol):
+                    self._rollback(mark, None)
+                    continue
+                fixes = []
+                a = gi
+                while a >= 0:
+                    grp = gang.groups[a]
+                    if grp.req >= 0 and (gang.idx, a) not in fixed:
+                        fixed[(gang.idx, a)] = tree.dom_anc[d][grp.req + 1]
+                        fixes.append((gang.idx, a))
+                    a = grp.parent
+                if i + 1 < len(items) and not self._still_possible(checks, i + 1, region, fixed):
+                    self._rollback(mark, None)
+                    for key in fixes:
+                        del fixed[key]
+                    continue
+                stack.append((it, mark, fixes))
+                i += 1
+                if i == len(items):
+                    return True
+                it = self._item_candidates(items[i], region, fixed)
+        finally:
+            self.active = {}
+
+    @staticmethod
+    def _check(gang: CompiledGang, gi: int) -> LeafCheck | None:
+        """What the forward check needs of one leaf group (None: it may use tainted nodes, so it is not checked)."""
+        g = gang.groups[gi]
+        if g.tol_any:
+            return None
+        keys = []
+        a = gi
+        while a >= 0:
+            keys.append((gang.idx, a))
+            a = gang.groups[a].parent
+        return g.need, g.req, tuple(keys)
+
+    def _still_possible(self, checks: list[LeafCheck | None], start: int, region: int,
+                        fixed: dict[tuple[int, int], int]) -> bool:
+        """Forward check: every remaining leaf still has a domain with enough free GPUs, and no fixed domain or
+        the region is asked for more than it has free."""
+        tree = self.tree
+        free = tree.dom_free
+        level = tree.dom_level
+        index = tree.index
+        stride = tree.stride
+        left: dict[int, int] = {}
+        total = 0
+        for check in checks[start:]:
+            if check is None:
+                continue
+            need, req, keys = check
+            total += need
+            w = region
+            for key in keys:
+                d = fixed.get(key)
+                if d is not None:
+                    left[d] = left.get(d, 0) + need
+                    if level[d] > level[w]:
+                        w = d
+            if req > level[w]:
+                lst = index.get((w, req))
+                if not lst or lst[-1] < need * stride:
+                    return False
+            elif free[w] < need:
+                return False
+        if total > free[region]:
+            return False
+        return all(free[d] >= n for d, n in left.items())
+
+    def _item_candidates(self, item: tuple[CompiledGang, int], region: int, fixed: dict[tuple[int, int], int]
+                         ) -> Iterator[int]:
+        """Domains for one leaf group inside its gang's already fixed domains, best fit first."""
+        tree = self.tree
+        gang, gi = item
+        g = gang.groups[gi]
+        w = region
+        a = gi
+        while a >= 0:
+            d = fixed.get((gang.idx, a))
+            if d is not None and tree.dom_level[d] > tree.dom_level[w]:
+                w = d
+            a = gang.groups[a].parent
+        lvl = max(g.req, tree.dom_level[w])
+        ctx = self.active[gang.idx]
+        ctx.limit = 1 << 60
+        seen: set[tuple[int, ...]] = set()
+        tried: set[int] = set()
+        pref = gang.groups[0].pref
+        scopes: list[int] = []
+        if pref is not None and tree.dom_level[w] < pref < lvl:
+            # keep the gang inside the preferred-level domains it already uses before spreading further
+            scopes = sorted((d for d in ctx.used if tree.dom_level[d] == pref and tree.dom_real[d]
+                             and tree.inside(d, w)), key=lambda d: tree.rank[d])
+        for scope in [*scopes, w]:
+            for d in self._candidates(ctx, g, scope, lvl):
+                if d in tried:
+                    continue
+                tried.add(d)
+                if not tree.dom_children[d] and d not in ctx.used:
+                    sig = (tree.dom_parent[d], *tree.dom_hist[d])
+                    if sig in seen:
+                        continue
+                    seen.add(sig)
+                yield d
+
