@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toporender.validation import _core, validate_objects
+from toporender.validation import _builtin_kinds, validate_objects
 from toporender.validation._crd import errors_to_problems
 
 VALID = sorted((Path(__file__).parent / "fixtures" / "valid").glob("*.yaml"))
@@ -106,8 +106,8 @@ CORE_OBJECTS = [
 
 def _both(obj: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     kind = obj["kind"]
-    check = _core._kv_check("1.32", kind, "v1")
-    validator = _core.kv_jsonschema_validator("1.32", kind, "v1")
+    check = _builtin_kinds._kv_check("1.32", kind, "v1")
+    validator = _builtin_kinds.kv_jsonschema_validator("1.32", kind, "v1")
     assert check is not None and validator is not None
     fast: list[tuple[str, str]] = []
     check(obj, (), fast)

@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from conftest import load_script
-from toporender.validation import _core, _crd, core_backend, validate_object, validate_objects
-from toporender.validation._admission import kai_schema_variant, parse_go_duration
+from toporender.validation import _builtin_kinds, _crd, core_backend, validate_object, validate_objects
+from toporender.validation._builtin_kinds import parse_quantity
 from toporender.validation._common import format_path, identity
-from toporender.validation._core import parse_quantity
+from toporender.validation._kai import kai_schema_variant
+from toporender.validation._koordinator import parse_go_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools" / "vendor_schemas.py"
@@ -173,7 +174,7 @@ def test_crd_kinds_never_reach_kubernetes_validate(monkeypatch: pytest.MonkeyPat
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a CRD kind was routed to kubernetes-validate")
 
-    monkeypatch.setattr(_core, "_kv_schema", boom)
+    monkeypatch.setattr(_builtin_kinds, "_kv_schema", boom)
     koord = {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
         "kind": "PodGroup",
@@ -184,7 +185,7 @@ def test_crd_kinds_never_reach_kubernetes_validate(monkeypatch: pytest.MonkeyPat
 
 
 def test_builtin_fallback_without_kubernetes_validate(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_core, "kubernetes_validate_version", lambda: None)
+    monkeypatch.setattr(_builtin_kinds, "kubernetes_validate_version", lambda: None)
     assert core_backend() == "builtin"
     pod = {
         "apiVersion": "v1",
@@ -358,8 +359,8 @@ def test_builtin_field_names_match_kubernetes_1_32() -> None:
     """The fallback knows exactly the PodSpec/Container/ServiceSpec/ServicePort fields of Kubernetes 1.32."""
     utils = importlib.import_module("kubernetes_validate.utils")
     defs = utils.schema_contents("kubernetes-json-schema/v1.32.0-local-strict/_definitions.json", "1.32")["$defs"]
-    pod_spec = _core._BUILTIN["Pod"]["properties"]["spec"]
-    svc_spec = _core._BUILTIN["Service"]["properties"]["spec"]
+    pod_spec = _builtin_kinds._BUILTIN["Pod"]["properties"]["spec"]
+    svc_spec = _builtin_kinds._BUILTIN["Service"]["properties"]["spec"]
     ours = {
         "PodSpec": pod_spec,
         "Container": pod_spec["properties"]["containers"]["items"],

@@ -22,17 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._admission import (
-    KAI_GROUP,
-    KOORD_PG_GROUP,
-    cross_object,
-    kai_podgroup,
-    kai_schema_variant,
-    koordinator_annotations,
-)
+from ._builtin_kinds import DEFAULT_K8S_MINOR, core_backend, core_scope, is_core_group, validate_core
 from ._common import identity, split_api_version
-from ._core import DEFAULT_K8S_MINOR, core_backend, core_scope, is_core_group, validate_core
 from ._crd import known_groups, select, validate_crd
+from ._cross_object import cross_object
+from ._kai import KAI_GROUP, kai_podgroup, kai_schema_variant
+from ._koordinator import KOORD_PG_GROUP, koordinator_annotations
 from ._meta import check_metadata
 
 __all__ = [

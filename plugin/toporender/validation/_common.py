@@ -122,3 +122,15 @@ def label_value_problem(value: str) -> str | None:
             "ending alphanumeric"
         )
     return None
+
+
+Problem = tuple[str, str]
+"""A problem in one object: (JSON path, message)."""
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -2,7 +2,7 @@
 
 kubernetes-validate's own ``validate()`` re-reads and re-parses its 1.3 MB definitions file on every call
 (about 50 ms) and stops at the first error. We use its bundled strict schemas and its exact file lookup, but
-compile one checker per (Kubernetes minor, kind) with :mod:`._fast` (property-tested to report exactly what
+compile one checker per (Kubernetes minor, kind) with :mod:`._schema_compiler` (property-tested to report exactly what
 jsonschema reports) and report every error. Only built-in groups are routed here: its
 lookup drops the API group's domain, so a CRD such as ``scheduling.sigs.k8s.io/PodGroup`` would be checked
 against the core ``scheduling.k8s.io`` PodGroup.
@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
 
 from ._common import dns_label_problem, format_path, label_value_problem, qualified_name_problem
-from ._fast import Check, FastCompiler, compile_schema
+from ._schema_compiler import Check, FastCompiler, compile_schema
 
 Problem = tuple[str, str]
 

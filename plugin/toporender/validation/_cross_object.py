@@ -1,0 +1,367 @@
+"""Rules over a whole rendered bundle: pods against their PodGroups and leaf subgroups, gang sizes,
+Koordinator gang bundles, levels against Topology objects.
+
+:func:`cross_object` returns (object, path, message) triples, each attributed to the object that must change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ._common import as_dict, as_int, as_list, split_api_version
+from ._kai import KAI_GROUP, KAI_TOPOLOGY_GROUP, POD_GROUP_ANNOTATION, SUBGROUP_LABEL, kai_is_main, kai_leaves
+from ._koordinator import (
+    GANG_GROUPS,
+    GANG_SPEC,
+    KOORD_CNT_GROUP,
+    KOORD_PG_GROUP,
+    KOORD_POD_LABEL,
+    groups_value,
+    spec_value,
+)
+
+Triple = tuple[dict[str, Any], str, str]
+
+
+def _gvk(obj: dict[str, Any]) -> tuple[str, str]:
+    gv = split_api_version(obj.get("apiVersion"))
+    return (gv[0] if gv else "?"), str(obj.get("kind"))
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _ns(obj: dict[str, Any]) -> str | None:
+    ns = _meta(obj).get("namespace")
+    return ns if isinstance(ns, str) and ns else None
+
+
+def _name(obj: dict[str, Any]) -> str | None:
+    name = _meta(obj).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _mapping(obj: dict[str, Any], field: str) -> dict[str, Any]:
+    value = _meta(obj).get(field)
+    return value if isinstance(value, dict) else {}
+
+
+def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Triple]:
+    """Rules over a whole rendered bundle; each problem is attributed to the object that must change."""
+    out: list[Triple] = []
+    kai_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
+    koord_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
+    kai_topologies: dict[str, dict[str, Any]] = {}
+    cnt_layers: set[str] | None = None
+    seen: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
+    for obj in objs:
+        group, kind = _gvk(obj)
+        name = _name(obj)
+        if name is None:
+            continue
+        ident = (group, kind, _ns(obj), name)
+        if ident in seen:
+            out.append(
+                (
+                    obj,
+                    "metadata.name",
+                    f"duplicate object: another {kind} named {name!r} in the same namespace is in this output",
+                )
+            )
+        seen[ident] = obj
+        if (group, kind) == (KAI_GROUP, "PodGroup"):
+            kai_pgs[(_ns(obj), name)] = obj
+        elif (group, kind) == (KOORD_PG_GROUP, "PodGroup"):
+            koord_pgs[(_ns(obj), name)] = obj
+        elif (group, kind) == (KAI_TOPOLOGY_GROUP, "Topology"):
+            kai_topologies[name] = obj
+        elif (group, kind) == (KOORD_CNT_GROUP, "ClusterNetworkTopology") and name == "default":
+            spec = as_dict(obj.get("spec"))
+            items = spec.get("networkTopologySpec") if isinstance(spec, dict) else None
+            cnt_layers = {str(x.get("topologyLayer")) for x in as_list(items) if isinstance(x, dict)}
+            cnt_layers.add("ClusterTopologyLayer")
+
+    kai_members: dict[tuple[str | None, str], list[dict[str, Any]]] = {k: [] for k in kai_pgs}
+    koord_members: dict[tuple[str | None, str], list[dict[str, Any]]] = {k: [] for k in koord_pgs}
+    for obj in objs:
+        if _gvk(obj) != ("", "Pod"):
+            continue
+        out.extend(_kai_pod(obj, kai_pgs, kai_members))
+        out.extend(_koord_pod(obj, koord_pgs, koord_members))
+
+    for key, pg in kai_pgs.items():
+        # A PodGroup that no Pod in this output names may gang Pods created elsewhere (e.g. by a Job).
+        if kai_members[key]:
+            out.extend(_kai_gang_size(pg, kai_members[key]))
+        out.extend(_kai_levels(pg, kai_topologies, kai_is_main(kai_version)))
+    for key, pg in koord_pgs.items():
+        spec = as_dict(pg.get("spec"))
+        mm = as_int(spec.get("minMember")) if isinstance(spec, dict) else None
+        if koord_members[key] and mm is not None and mm > len(koord_members[key]):
+            out.append(
+                (
+                    pg,
+                    "spec.minMember",
+                    f"minMember {mm} exceeds the {len(koord_members[key])} Pods that "
+                    "join this gang; it can never be scheduled",
+                )
+            )
+    out.extend(_koord_bundles(koord_pgs, cnt_layers))
+    return out
+
+
+def _kai_pod(
+    pod: dict[str, Any],
+    pgs: dict[tuple[str | None, str], dict[str, Any]],
+    members: dict[tuple[str | None, str], list[dict[str, Any]]],
+) -> list[Triple]:
+    pg_name = _mapping(pod, "annotations").get(POD_GROUP_ANNOTATION)
+    label = _mapping(pod, "labels").get(SUBGROUP_LABEL)
+    if not isinstance(pg_name, str):
+        if label is not None:
+            return [
+                (
+                    pod,
+                    f"metadata.labels[{SUBGROUP_LABEL!r}]",
+                    f"is set but the Pod has no {POD_GROUP_ANNOTATION!r} annotation",
+                )
+            ]
+        return []
+    out: list[Triple] = []
+    spec = as_dict(pod.get("spec"))
+    if not isinstance(spec, dict) or spec.get("schedulerName") in (None, "", "default-scheduler"):
+        out.append(
+            (
+                pod,
+                "spec.schedulerName",
+                "a Pod of a KAI PodGroup must name the KAI scheduler "
+                "(e.g. kai-scheduler); the default scheduler ignores gangs",
+            )
+        )
+    pg = pgs.get((_ns(pod), pg_name))
+    if pg is None:
+        out.append(
+            (
+                pod,
+                f"metadata.annotations[{POD_GROUP_ANNOTATION!r}]",
+                f"names PodGroup {pg_name!r}, which is not in this output (the pod would never be scheduled)",
+            )
+        )
+        return out
+    names, leaves = kai_leaves(pg)
+    at = f"metadata.labels[{SUBGROUP_LABEL!r}]"
+    if names:
+        if label is None:
+            out.append(
+                (
+                    pod,
+                    at,
+                    f"is required: PodGroup {pg_name!r} has subGroups, and KAI drops a pod without "
+                    "a leaf subgroup label as an invalid-subgroup task",
+                )
+            )
+        elif not isinstance(label, str) or label not in names:
+            out.append(
+                (
+                    pod,
+                    at,
+                    f"{label!r} is not a subgroup of PodGroup {pg_name!r} (leaves: {', '.join(sorted(leaves))})",
+                )
+            )
+        elif label not in leaves:
+            out.append(
+                (
+                    pod,
+                    at,
+                    f"{label!r} is a mid-level subgroup of PodGroup {pg_name!r}; pods must name a "
+                    f"leaf ({', '.join(sorted(leaves))})",
+                )
+            )
+    elif label is not None:
+        out.append((pod, at, f"{label!r} names a subgroup, but PodGroup {pg_name!r} has no subGroups"))
+    members[(_ns(pod), pg_name)].append(pod)
+    return out
+
+
+def _kai_gang_size(pg: dict[str, Any], pods: list[dict[str, Any]]) -> list[Triple]:
+    spec = as_dict(pg.get("spec"))
+    if not isinstance(spec, dict):
+        return []
+    out: list[Triple] = []
+    names, leaves = kai_leaves(pg)
+    if not names:
+        mm = as_int(spec.get("minMember"))
+        if mm is not None and mm > len(pods):
+            out.append(
+                (
+                    pg,
+                    "spec.minMember",
+                    f"minMember {mm} exceeds the {len(pods)} Pods that name this PodGroup; it can never be scheduled",
+                )
+            )
+        return out
+    per_leaf: dict[str, int] = {}
+    for pod in pods:
+        label = _mapping(pod, "labels").get(SUBGROUP_LABEL)
+        if isinstance(label, str):
+            per_leaf[label] = per_leaf.get(label, 0) + 1
+    for i, sg in enumerate(as_list(spec.get("subGroups"))):
+        if not isinstance(sg, dict) or not isinstance(sg.get("name"), str) or sg["name"] not in leaves:
+            continue
+        mm = as_int(sg.get("minMember"))
+        have = per_leaf.get(sg["name"], 0)
+        if mm is not None and mm > have:
+            out.append(
+                (
+                    pg,
+                    f"spec.subGroups[{i}].minMember",
+                    f"minMember {mm} exceeds the {have} Pods labelled with subgroup {sg['name']!r}",
+                )
+            )
+        if have == 0:
+            out.append((pg, f"spec.subGroups[{i}]", f"leaf subgroup {sg['name']!r} has no Pods"))
+    return out
+
+
+def _kai_levels(pg: dict[str, Any], topologies: dict[str, dict[str, Any]], main: bool) -> list[Triple]:
+    spec = as_dict(pg.get("spec"))
+    if not isinstance(spec, dict):
+        return []
+    places: list[tuple[str, Any]] = [("spec.topologyConstraint", spec.get("topologyConstraint"))]
+    places += [
+        (f"spec.subGroups[{i}].topologyConstraint", sg.get("topologyConstraint"))
+        for i, sg in enumerate(as_list(spec.get("subGroups")))
+        if isinstance(sg, dict)
+    ]
+    out: list[Triple] = []
+    for path, tc in places:
+        if not isinstance(tc, dict) or not isinstance(tc.get("topology"), str) or tc["topology"] not in topologies:
+            continue
+        topo = topologies[tc["topology"]]
+        tspec = as_dict(topo.get("spec"))
+        levels = [lv for lv in as_list(tspec.get("levels")) if isinstance(lv, dict)]
+        allowed = {lv.get("nodeLabel") for lv in levels if isinstance(lv.get("nodeLabel"), str)}
+        if main:
+            allowed |= {lv["alias"] for lv in levels if isinstance(lv.get("alias"), str)}
+        for field in ("requiredTopologyLevel", "preferredTopologyLevel"):
+            value = tc.get(field)
+            if isinstance(value, str) and value and value not in allowed:
+                out.append(
+                    (
+                        pg,
+                        f"{path}.{field}",
+                        f"{value!r} is not a level of Topology {tc['topology']!r} "
+                        f"({', '.join(sorted(str(a) for a in allowed))})",
+                    )
+                )
+    return out
+
+
+def _koord_pod(
+    pod: dict[str, Any],
+    pgs: dict[tuple[str | None, str], dict[str, Any]],
+    members: dict[tuple[str | None, str], list[dict[str, Any]]],
+) -> list[Triple]:
+    pg_name = _mapping(pod, "labels").get(KOORD_POD_LABEL)
+    if not isinstance(pg_name, str):
+        return []
+    out: list[Triple] = []
+    spec = as_dict(pod.get("spec"))
+    if not isinstance(spec, dict) or spec.get("schedulerName") in (None, "", "default-scheduler"):
+        out.append(
+            (
+                pod,
+                "spec.schedulerName",
+                "a Pod of a Koordinator gang must name koord-scheduler; the default scheduler ignores gangs",
+            )
+        )
+    if (_ns(pod), pg_name) not in pgs:
+        out.append(
+            (
+                pod,
+                f"metadata.labels[{KOORD_POD_LABEL!r}]",
+                f"names PodGroup {pg_name!r}, which is not in this output",
+            )
+        )
+        return out
+    members[(_ns(pod), pg_name)].append(pod)
+    return out
+
+
+def _koord_bundles(pgs: dict[tuple[str | None, str], dict[str, Any]], cnt_layers: set[str] | None) -> list[Triple]:
+    out: list[Triple] = []
+    for (ns, name), pg in pgs.items():
+        ann = _mapping(pg, "annotations")
+        raw = ann.get(GANG_GROUPS)
+        if isinstance(raw, str):
+            members, problems = groups_value(raw)
+            if members is not None and not problems:
+                at = f"metadata.annotations[{GANG_GROUPS!r}]"
+                own_ns = {m.partition("/")[0] for m in members}
+                if ns is not None and own_ns != {ns}:
+                    out.append(
+                        (
+                            pg,
+                            at,
+                            f"every member must be in namespace {ns!r} (a gang's PodGroup lives in "
+                            "its pods' namespace)",
+                        )
+                    )
+                elif ns is None and len(own_ns) > 1:
+                    out.append((pg, at, "members are in different namespaces"))
+                member_names = [m.partition("/")[2] for m in members]
+                if name not in member_names:
+                    out.append((pg, at, f"does not list this PodGroup itself ({name!r})"))
+                for member in member_names:
+                    other = pgs.get((ns, member))
+                    if other is None:
+                        out.append((pg, at, f"member {member!r} is not a PodGroup in this output"))
+                        continue
+                    other_raw = _mapping(other, "annotations").get(GANG_GROUPS)
+                    if other_raw is None or groups_value(str(other_raw))[0] != members:
+                        out.append(
+                            (
+                                pg,
+                                at,
+                                f"member {member!r} carries a different {GANG_GROUPS} value; it "
+                                "must be identical on every member",
+                            )
+                        )
+                    elif (
+                        _mapping(other, "annotations").get(GANG_SPEC) is not None
+                        and ann.get(GANG_SPEC) is not None
+                        and _canon(_mapping(other, "annotations").get(GANG_SPEC)) != _canon(ann.get(GANG_SPEC))
+                    ):
+                        out.append(
+                            (
+                                pg,
+                                f"metadata.annotations[{GANG_SPEC!r}]",
+                                f"differs from member {member!r}; every member must carry the same spec",
+                            )
+                        )
+        spec_raw = ann.get(GANG_SPEC)
+        if cnt_layers is not None and isinstance(spec_raw, str):
+            rules, _ = spec_value(spec_raw)
+            for i, rule in enumerate(rules or []):
+                layer = rule.get("layer")
+                if isinstance(layer, str) and layer not in cnt_layers:
+                    out.append(
+                        (
+                            pg,
+                            f"metadata.annotations[{GANG_SPEC!r}]",
+                            f"gatherStrategy[{i}].layer {layer!r} is not a topologyLayer of "
+                            f"ClusterNetworkTopology 'default' ({', '.join(sorted(cnt_layers))})",
+                        )
+                    )
+    return out
+
+
+def _canon(value: Any) -> Any:
+    try:
+        return json.dumps(json.loads(str(value)), sort_keys=True)
+    except ValueError:
+        return value
