@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from toporender.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @dataclass

@@ -13,12 +13,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, ROOT, run_cli, write_repo
+from conftest import ROOT, run_cli, write_repo
 from toporender.build.templates.engine import TemplateFailure, _jinja_string, compiled, render_value
 from toporender.build.templates.merge import merge_patch, merge_pod
 from toporender.pipeline import render_repo
 
-T = FIXTURES / "templates"
+T = Path(__file__).resolve().parent / "fixtures" / "templates"
 RFC = yaml.safe_load((T / "merge_patch_rfc7386.yaml").read_text())
 POD_MERGE = yaml.safe_load((T / "merge_pod.yaml").read_text())
 ERRORS = yaml.safe_load((T / "errors.yaml").read_text())["cases"]

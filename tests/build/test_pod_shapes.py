@@ -7,6 +7,7 @@ compares the JSON text (so key order counts too), the warnings and the errors.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, ROOT
+from conftest import ROOT
 from toporender.build import pod_shapes as podshape
 from toporender.build.backends import backend_for
 from toporender.build.templates.apply import group_variables
@@ -25,7 +26,7 @@ from toporender.load.repo import load_config, load_workflow
 from toporender.load.yaml_source import load_text
 from toporender.pipeline import Repo, render_documents, render_repo
 
-CASES = yaml.safe_load((FIXTURES / "podshape" / "cases.yaml").read_text())
+CASES = yaml.safe_load((Path(__file__).resolve().parent / "fixtures" / "podshape" / "cases.yaml").read_text())
 
 
 def _config(templates: Any) -> str:
