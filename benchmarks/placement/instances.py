@@ -10,7 +10,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toporender.expand.topology import LevelConstraint
+from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.inventory import HARD_EFFECTS, Inventory, Node, Taint, tolerates
 from toporender.placement.plan import GangPlacement, PlacementPlan

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instances import BestFit  # noqa: E402
 
-from toporender.expand.topology import LevelConstraint  # noqa: E402
+from toporender.expand.levels import LevelConstraint  # noqa: E402
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand  # noqa: E402
 from toporender.placement.inventory import Inventory, Node  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 from tests.placement.conftest import FIXTURES, ROOT
 
 from toporender.errors import UserError
-from toporender.expand.topology import LevelConstraint
+from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, load_inventory

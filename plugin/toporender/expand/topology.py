@@ -17,24 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from toporender.errors import DiagnosticSink
+from toporender.expand.levels import LevelConstraint
 from toporender.expand.naming import unique_names
 from toporender.load.models import PoolConfig, ResourceSpec, TopologyKey
 from toporender.load.repo import WorkflowFile, WorkflowGroup
 from toporender.load.yaml_source import Loc
-
-
-@dataclass(frozen=True)
-class LevelConstraint:
-    """Required and preferred topology levels as node-label keys (None when absent).
-
-    The one shape of a level constraint from expansion through the packer's input to the backends; the packer
-    turns the keys into level indices once, when it compiles a gang."""
-
-    required: str | None = None
-    preferred: str | None = None
-
-    def __bool__(self) -> bool:
-        return self.required is not None or self.preferred is not None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Gangs as the packer's search sees them: groups of pod indices, levels as indices, GPU histograms.
 
-:func:`compile_gang` is the one boundary where a gang's :class:`~toporender.expand.topology.LevelConstraint`
+:func:`compile_gang` is the one boundary where a gang's :class:`~toporender.expand.levels.LevelConstraint`
 (node-label keys) becomes level indices into the pool's levels, coarsest first; the search's hot loops work on
 those ints only.
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from toporender.errors import fail
-from toporender.expand.topology import LevelConstraint
+from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand
 from toporender.placement.inventory import tolerates
 from toporender.placement.tree import Tree

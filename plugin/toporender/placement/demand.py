@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toporender.expand.topology import LevelConstraint
+from toporender.expand.levels import LevelConstraint
 
 Toleration = tuple[str, "str | None", "str | None"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from toporender.build.backends import GangObjects
 from toporender.expand.gangs import Gang
-from toporender.expand.topology import LevelConstraint
+from toporender.expand.levels import LevelConstraint
 from toporender.load.models import PoolConfig
 
 SCHEDULER = "kai-scheduler"
