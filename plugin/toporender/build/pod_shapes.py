@@ -215,10 +215,11 @@ def _check_comparisons(bases: list[Any], patches: list[Any], key: Any = None) ->
         return
     base_items = [item for b in bases if isinstance(b, list) for item in b]
     patch_items = [item for p in patches if isinstance(p, list) for item in p]
-    if not patch_items or not base_items:
-        return
+    # a set-like list is unioned, every item compared whole, with any list it meets, an empty one included
     if key in SET_LISTS and any(_has_slot(item) for item in base_items + patch_items):
         raise Undecided(f"a slot in an item of the set-like list {key!r}")
+    if not patch_items or not base_items:
+        return
     names = [item["name"] for item in base_items + patch_items if isinstance(item, dict) and "name" in item]
     if not all(isinstance(v, (*_SLOTS, *_SCALARS)) for v in names):
         raise Undecided("a list item's name is not a plain value")
