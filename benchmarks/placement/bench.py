@@ -1,4 +1,4 @@
-"""Packer scale (issue 8 target 3) as rows of the benchmark table: ``python benchmarks/placement/bench.py [--runs N]``.
+"""Packer scale (target 3) as rows of the benchmark table: ``python benchmarks/placement/bench.py [--runs N]``.
 
 Every scale case runs in its own process (see ``run.py``); the rows give each target's median with its range and
 the scan-all-domains BestFit baseline of the same run where it finishes in seconds. The quality and stability

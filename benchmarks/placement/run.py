@@ -97,7 +97,7 @@ def print_scale(measured: list[Case], repeat: int, file: TextIO = sys.stdout) ->
 
 
 def detail(quick: bool, file: TextIO = sys.stdout) -> None:
-    """The quality and stability tables (targets of the placement design, not of issue 8)."""
+    """The quality and stability tables (targets of the placement design, not of the speed table)."""
     for script, seeds in (("quality.py", "10" if quick else "40"), ("stability.py", "5" if quick else "20")):
         file.flush()
         subprocess.run([sys.executable, str(HERE / script), "--seeds", seeds], check=True, stdout=file)

@@ -80,7 +80,7 @@ def test_domains_already_used_by_the_gang_come_first() -> None:
 
 
 def test_nodes_largest_free_first_then_name_and_filled() -> None:
-    # rack x.1: n1, n2, n4 have 4 free, n3 has 2: two 2-GPU pods fill n1 before touching n2 (seed 001 rule 3)
+    # rack x.1: n1, n2, n4 have 4 free, n3 has 2: two 2-GPU pods fill n1 before touching n2
     plan = pack(POOL, LEVELS, [gang("g", required="rack", pods=2, gpus=2)])
     nodes = sorted(plan.gangs["g"].pod_nodes.values())
     assert len(set(nodes)) == 1

@@ -1,4 +1,4 @@
-"""The packer-scale benchmark turns measured cases into table rows with the right verdicts (issue 8 target 3)."""
+"""The packer-scale benchmark turns measured cases into table rows with the right verdicts (target 3)."""
 
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ def test_generator_is_deterministic_and_strips(tmp_path: Path) -> None:
     "present", [SHARED.is_dir()], ids=["shared-schemas-present" if SHARED.is_dir() else "shared-schemas-absent"]
 )
 def test_vendored_files_match_upstream_when_available(present: bool) -> None:
-    """With ../shared beside the repo (CI), regenerating must give the committed files byte for byte."""
+    """With the upstream CRDs beside the repo (as in CI), regenerating must give the committed files byte for byte."""
     tool = _load_tool()
     if present:
         assert tool.main([str(SHARED), "--check"]) == 0

@@ -1,6 +1,7 @@
 """Topology expansion: per task group, the tree of topology requirements -> gang structure.
 
-This follows OSMO's tree algorithm (kai_osmo notes §2.5) and fixes its known defects:
+This follows OSMO's tree algorithm (``src/utils/job/topology.py``, ``PodGroupTopologyBuilder``) and fixes its
+known defects:
 
 * a chain of single-child levels is merged into one constraint instead of dropping levels: the
   finest *required* level becomes ``requiredTopologyLevel`` and a finer *preferred* level becomes
@@ -119,7 +120,7 @@ def _requirements(wf: WorkflowFile, resource: str, res: ResourceSpec, pool_name:
 
 def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: PoolConfig,
                  sink: DiagnosticSink) -> GroupTopology:
-    """Validate the group's topology requirements (seed 6.x) and build its gang structure."""
+    """Validate the group's topology requirements and build its gang structure."""
     levels = pool.topology_keys
     index = {k.key: i for i, k in enumerate(levels)}
     resources = wf.resources

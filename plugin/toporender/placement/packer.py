@@ -9,7 +9,7 @@ across subgroups) chooses, level by level, a domain for the gang and then for ea
 * a preferred level is tried first and relaxed one level at a time up to the required level;
 * inside the chosen domain, pods go to the single child that fits tightest, else to the largest children first
   with the tightest child for the remainder (Kueue's descent), and finally to nodes sorted by free GPUs
-  (largest first) and name, filling a node before the next (seed 001).
+  (largest first) and name, filling a node before the next, so the residual fragment is well defined.
 
 When a gang does not fit, earlier gangs may be re-arranged (never dropped): the gangs lying inside one region (a
 domain of the new gang's required level, then coarser ones up to the pool) are lifted, assigned whole to domains

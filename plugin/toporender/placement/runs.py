@@ -211,7 +211,7 @@ def plan_runs(inventory: Inventory, runs: Sequence[RunSpec]) -> RunsPlan:
 
 
 def group_sizes(total: int, group: int | None) -> list[int]:
-    """Fixed-size groups with a smaller final group (seed 001); one group when no size is given."""
+    """Fixed-size groups with a smaller final group (``groupGPUs``); one group when no size is given."""
     if group is None:
         return [total]
     sizes = [group] * (total // group)
