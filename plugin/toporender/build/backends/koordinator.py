@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from toporender.build.backends import GangObjects
+from toporender.build.backends.interface import GangObjects
 from toporender.errors import fail
 from toporender.expand.gangs import Gang
 from toporender.expand.naming import dns_label

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toporender.build.backends import GangObjects
+from toporender.build.backends.interface import GangObjects
 from toporender.expand.gangs import Gang
 from toporender.load.models import PoolConfig
 
