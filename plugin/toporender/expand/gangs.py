@@ -13,6 +13,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from toporender.errors import DiagnosticSink, Position, fail
+from toporender.expand.key_order import order_problem
 from toporender.expand.naming import dns1035_label, dns_label, is_dns_label, normalize, uid, uid_text, workflow_uuid
 from toporender.expand.topology import GroupTopology, expand_group
 from toporender.load.models import PoolConfig, RepoConfig, ResourceSpec, TaskSpec
@@ -103,6 +104,9 @@ def check_config(repo: Repo, sink: DiagnosticSink) -> None:
                     sink.error(f"topology {field} '{value}' appears twice in pool '{name}'; each level needs its own",
                                doc.pos(loc + ("topology_keys", i, field)))
                 seen.add(value)
+        problem = order_problem(pool.topology_keys)
+        if problem is not None:
+            sink.error(f"pool '{name}': {problem}", doc.pos(loc + ("topology_keys",)))
         for i, tmpl in enumerate(pool.common_pod_template):
             if tmpl not in cfg.pod_templates:
                 sink.error(f"pool '{name}' uses unknown pod template '{tmpl}'; define it under pod_templates",
