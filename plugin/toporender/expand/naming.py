@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from collections import Counter
 
 TOPORENDER_NS = uuid.uuid5(uuid.NAMESPACE_DNS, "toporender.dev")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -32,18 +33,18 @@ def short_hash(text: str, length: int = 8) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-def dns_label(text: str, max_len: int = 63, *, hash_source: str | None = None) -> str:
+def dns_label(text: str, max_len: int = 63, *, hash_source: str | None = None, hash_len: int = 8) -> str:
     """Lower-case DNS-1123 label from ``text``; a hash of the original is appended when it was cut.
 
     ``hash_source`` forces a suffix derived from it (used to split names that collide once
-    sanitised, e.g. ``A_b`` and ``a-b``).
+    sanitised, e.g. ``A_b`` and ``a-b``); ``hash_len`` is the suffix's length in hex digits.
     """
     if hash_source is None and len(text) <= max_len and "--" not in text and DNS_LABEL.match(text):
         return text
     base = _DASHES.sub("-", _INVALID.sub("-", text.lower())).strip("-")
     if hash_source is None and base and len(base) <= max_len:
         return base
-    suffix = short_hash(hash_source if hash_source is not None else text)
+    suffix = short_hash(hash_source if hash_source is not None else text, hash_len)
     head = base[: max_len - len(suffix) - 1].rstrip("-")
     return f"{head}-{suffix}" if head else f"x{suffix}"
 
@@ -73,10 +74,24 @@ def workflow_uuid(namespace: str, workflow: str) -> uuid.UUID:
     return uid(TOPORENDER_NS, f"{namespace}/{normalize(workflow)}")
 
 
-def unique_names(raw: list[str], max_len: int = 63) -> list[str]:
-    """Sanitise each raw name to a DNS label, disambiguating collisions with a hash of the raw name."""
-    first = [dns_label(r, max_len) for r in raw]
-    counts: dict[str, int] = {}
-    for name in first:
-        counts[name] = counts.get(name, 0) + 1
-    return [dns_label(r, max_len, hash_source=r) if counts[n] > 1 else n for r, n in zip(raw, first)]
+def unique_names(raw: list[str], identities: list[str] | None = None, max_len: int = 63) -> list[str]:
+    """DNS labels for ``raw`` names that are distinct whenever the ``identities`` are (default: the raw names).
+
+    A name keeps its raw text when that is a valid label. Names that collide once sanitised get a hash suffix
+    of the raw text where that tells them apart (``A_b`` and ``a-b``), else of their identity (two paths of
+    group names, ``a-b/c`` and ``a/b-c``, that join to one text). Suffixes grow while any two names still
+    clash, so distinct identities always end distinct.
+    """
+    ids = raw if identities is None else identities
+    names = [dns_label(r, max_len) for r in raw]
+    clashes = Counter(names)
+    texts = Counter(raw)
+    names = [dns_label(r, max_len, hash_source=r if texts[r] == 1 else i) if clashes[n] > 1 else n
+             for r, i, n in zip(raw, ids, names)]
+    for length in (16, 32, 40):
+        clashes = Counter(names)
+        if all(clashes[n] == 1 for n in names):
+            break
+        names = [dns_label(r, max_len, hash_source=i, hash_len=length) if clashes[n] > 1 else n
+                 for r, i, n in zip(raw, ids, names)]
+    return names

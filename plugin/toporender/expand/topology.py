@@ -15,6 +15,7 @@ The result is backend-neutral: KAI and Koordinator render the same :class:`Group
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from toporender.errors import DiagnosticSink
@@ -213,7 +214,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
     for child in node.children.values():
         emit(child, None)
 
-    names = unique_names(["-".join(r.path) for r in raw])
+    names = unique_names(["-".join(r.path) for r in raw], [json.dumps(r.path) for r in raw])
     by_path = {r.path: name for r, name in zip(raw, names)}
     subgroups = tuple(
         Subgroup(by_path[r.path], by_path[r.parent] if r.parent else None, r.constraint, r.tasks,
