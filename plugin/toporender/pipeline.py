@@ -14,7 +14,7 @@ from typing import Any
 
 from toporender.build.objects import build_gangs, check_backends, check_identities, pool_objects
 from toporender.build.templates.policy import check_templates
-from toporender.errors import Diagnostic, DiagnosticSink, UserError
+from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
@@ -116,6 +116,10 @@ def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]
     pods = {gang.key: pods for gang, _, pods in build_gangs(repo, gangs, sink)}
     inv = None
     if inventory is not None:
-        inv = inventory.resolve().relative_to(root.resolve()).as_posix() if inventory.is_absolute() else \
-            inventory.as_posix()
+        inv = inventory.as_posix()
+        if inventory.is_absolute():
+            if not inventory.resolve().is_relative_to(root.resolve()):
+                raise fail(f"--inventory {inventory} is outside the repo {root}; copy it into the repo, or pass a "
+                           "path inside it", Position(str(inventory)))
+            inv = inventory.resolve().relative_to(root.resolve()).as_posix()
     return [(name, plan) for name, plan, _ in plan_pools(repo, gangs, pods, inventory=inv)]

@@ -7,6 +7,7 @@ load unchanged.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -22,6 +23,16 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN)]
+_NOT_IN_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
+_LABEL_ENDS = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+def submitter_label(value: str) -> str:
+    """``alice@example.com`` -> ``alice``: the user part, other characters as ``-``, cut to 63, ends alphanumeric."""
+    label = _LABEL_ENDS.sub("", _NOT_IN_LABEL.sub("-", value.split("@", 1)[0])[:63])
+    if not label:
+        raise ValueError("needs a user name or an e-mail address, e.g. 'alice' or 'alice@example.com'")
+    return label
 LabelKey = Annotated[str, Field(min_length=1, max_length=316, pattern=LABEL_KEY_PATTERN)]
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
 DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
@@ -176,8 +187,14 @@ class RepoConfig(Strict):
     default_pool: Name | None = None
     inventory: str | None = None
     golden_dir: str = "golden"
-    submitted_by: Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)] | None = None
+    submitted_by: Annotated[str, Field(min_length=1, max_length=253)] | None = None
     sync_waves: bool = False
     pools: dict[Name, PoolConfig] = Field(min_length=1)
     pod_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     group_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("submitted_by")
+    @classmethod
+    def _submitter(cls, value: str | None) -> str | None:
+        """OSMO's rule: a user, or the part of an e-mail address before ``@``, as a label value."""
+        return None if value is None else submitter_label(value)
