@@ -107,6 +107,14 @@ def test_unplaceable_reason_names_level_demand_and_capacity() -> None:
                                        "(1 cordoned node, 1 tainted node not tolerated excluded)"
 
 
+@pytest.mark.parametrize("required", [None, "rack"])
+def test_a_pod_bigger_than_every_node_says_so(required: str | None) -> None:
+    """Not "no arrangement of whole pods fits": no arrangement could, since a pod's GPUs come from one node."""
+    plan = pack(POOL, LEVELS, [gang("wide", required=required, pods=2, gpus=8)])
+    reason = plan.gangs["wide"].reason or ""
+    assert reason.startswith("wide: pod p0 needs 8 GPUs on one node, but the largest node of the pool has 4"), reason
+
+
 def test_unknown_level_is_a_user_error() -> None:
     with pytest.raises(UserError, match="'nvidia.com/gpu.clique' is not one of the pool's levels"):
         pack(POOL, LEVELS, [gang("g", required="nvidia.com/gpu.clique", pods=1)])

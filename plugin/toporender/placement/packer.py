@@ -27,6 +27,7 @@ import gc
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 
 from toporender.errors import fail
 from toporender.placement import fit
@@ -79,6 +80,12 @@ class Packer(Repairer):
                 return True
         return False
 
+    @cached_property
+    def largest_node(self) -> int:
+        """GPUs of the largest schedulable node: no pod bigger than that ever fits."""
+        tree = self.tree
+        return max((c for c, ok in zip(tree.node_cap, tree.node_ok) if ok), default=0)
+
     def reason(self, gang: CompiledGang) -> str:
         """Why ``gang`` does not fit now: the binding level, the demand and the best domain's free capacity."""
         tree = self.tree
@@ -90,6 +97,12 @@ class Packer(Repairer):
         if tainted:
             notes.append(f"{tainted} tainted node{'s' if tainted != 1 else ''} not tolerated")
         suffix = f" ({', '.join(notes)} excluded)" if notes else ""
+        biggest = max(gang.pod_gpus, default=0)
+        largest_node = self.largest_node
+        if biggest > largest_node:
+            pod = gang.pod_names[gang.pod_gpus.index(biggest)]
+            return (f"{gang.demand.display}: pod {pod} needs {biggest} GPUs on one node, but the largest node of the "
+                    f"pool has {largest_node}{suffix}; a pod's GPUs always come from a single node")
         groups = sorted(range(len(gang.groups)), key=lambda gi: (gi != 0, -gang.groups[gi].need, gi))
         for gi in groups:
             g = gang.groups[gi]
