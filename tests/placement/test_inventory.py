@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from tests.placement.conftest import FIXTURES
@@ -80,3 +82,19 @@ def test_hierarchy_contradiction_names_both_nodes() -> None:
     assert "n1" in msg and "n2" in msg
     # the same labels are fine when the pool does not declare the coarser level
     assert pack(inv, ["rack"], []).gangs == {}
+
+
+def test_hierarchy_contradiction_in_a_repo_points_at_the_node(tmp_path: Path) -> None:
+    """The render path reads the inventory itself; its messages point at the node too, not at line 1."""
+    from conftest import run_cli, write_repo
+
+    repo = write_repo(tmp_path, {
+        "toporender.yaml": "namespace: ml\ninventory: nodes.yaml\npools:\n  p:\n    backend: kai\n"
+                           "    topology_keys:\n    - {key: zone, label: zone}\n    - {key: rack, label: rack}\n",
+        "nodes.yaml": (FIXTURES / "bad-hierarchy.yaml").read_text(),
+        "workflows/w.yaml": "workflow:\n  name: w\n  tasks:\n  - {name: t, image: x}\n"
+                            "  resources:\n    default: {gpu: 1, topology: [{key: rack}]}\n",
+    })
+    result = run_cli("render", str(repo))
+    assert result.code == 1 and result.stdout == ""
+    assert result.stderr.startswith("nodes.yaml:5:5: rack=r1 appears under two different zone domains"), result.stderr

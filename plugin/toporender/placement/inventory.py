@@ -236,6 +236,12 @@ def nodes_from_documents(documents: Iterable[Document]) -> list[Node]:
     return _read(documents)[0]
 
 
+def inventory_from_documents(documents: Iterable[Document], display: str) -> Inventory:
+    """An inventory read from documents that remembers where each node is written, for messages about it."""
+    nodes, positions = _read(documents)
+    return Inventory.of(nodes, display, positions)
+
+
 def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
     positions = NodePositions()
     diags: list[Diagnostic] = []

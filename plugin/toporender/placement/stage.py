@@ -106,11 +106,11 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     Finding a position in the config may mean a second, exact pass over it, so it is looked up only when a
     message needs one.
     """
-    from toporender.placement.inventory import Inventory, nodes_from_documents
+    from toporender.placement.inventory import inventory_from_documents
 
     if docs is not None:
         if "<documents>" not in cache:
-            cache["<documents>"] = Inventory.of(nodes_from_documents(docs), "inventory")
+            cache["<documents>"] = inventory_from_documents(docs, "inventory")
         return cache["<documents>"]
     if path is None:
         return None
@@ -123,7 +123,7 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
         if not target.is_file():
             raise fail(f"inventory file {path!r} not found", where())
         docs_on_disk = load_file(target, path, max_bytes=MAX_INVENTORY_BYTES, max_nodes=MAX_INVENTORY_VALUES)
-        cache[path] = Inventory.of(nodes_from_documents(docs_on_disk), path)
+        cache[path] = inventory_from_documents(docs_on_disk, path)
     return cache[path]
 
 
