@@ -16,7 +16,7 @@ from toporender.build.objects import build_gangs, check_backends, check_identiti
 from toporender.build.templates.policy import check_templates
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
-from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, load_config, load_repo, load_workflow
+from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, check_not_empty, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
 from toporender.placement.stage import pack_stage
 
@@ -78,6 +78,7 @@ def _expand(repo: Repo, options: RenderOptions, sink: DiagnosticSink) -> list[Ga
     check_backends(repo, sink)
     check_templates(repo.config, repo.config_doc, sink)
     sink.raise_if_errors()
+    check_not_empty(repo)
     gangs = expand(repo, namespace=options.namespace, pool=options.pool, sink=sink)
     sink.raise_if_errors()
     return gangs

@@ -177,9 +177,20 @@ def test_invalid_yaml_fails(tmp_path: Path) -> None:
         request(tmp_path, repo, app_for())
 
 
-def test_empty_render_warns_about_prune(tmp_path: Path) -> None:
+def test_empty_render_fails_the_request_so_nothing_is_pruned(tmp_path: Path) -> None:
+    """Workflows deleted by mistake (or moved, or renamed .json) must not turn into an empty manifest list."""
     repo = make_git_repo(tmp_path, PROJECT / "tests" / "hosts" / "fixtures" / "minimal")
     (repo / "apps/training/workflows/train.yaml").unlink()
+    with pytest.raises(CmpError, match=r"toporender.yaml:\d+:\d+: no file of the repo matches .*allow_empty: true"):
+        request(tmp_path, repo, app_for())
+
+
+def test_empty_render_on_purpose_warns_about_prune(tmp_path: Path) -> None:
+    """``allow_empty: true`` retires a repo: an empty list, with a warning that Argo CD prunes with it."""
+    repo = make_git_repo(tmp_path, PROJECT / "tests" / "hosts" / "fixtures" / "minimal")
+    (repo / "apps/training/workflows/train.yaml").unlink()
+    config = repo / "apps/training/toporender.yaml"
+    config.write_text(config.read_text() + "allow_empty: true\n")
     resp = request(tmp_path, repo, app_for())
     assert resp.manifests == [] and resp.stdout == ""
     assert "prune" in resp.stderr

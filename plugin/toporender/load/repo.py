@@ -158,3 +158,19 @@ def load_repo(root: Path) -> Repo:
             sink.extend(err)
     sink.raise_if_errors()
     return Repo(root, config_doc, config, tuple(workflows))
+
+
+def check_not_empty(repo: Repo) -> None:
+    """Refuse to render no workflow at all unless the config says so.
+
+    An empty stream is what a host applies with prune: Argo CD would delete every object the Application
+    manages. Workflows in the wrong folder, with a ``.json`` name, or all deleted by mistake look exactly
+    like that, so rendering nothing has to be asked for (``allow_empty: true``, the way to retire a repo).
+    """
+    if repo.workflows or repo.config.allow_empty:
+        return
+    globs = ", ".join(map(repr, repo.config.workflows))
+    found = "no Workflow item was given" if repo.root is None else f"no file of the repo matches {globs}"
+    raise fail(f"{found}; no workflow would be rendered, and a host that prunes would delete every object it "
+               "manages. Put workflow files where 'workflows:' looks (default: workflows/**/*.yaml and *.yml), "
+               "or set 'allow_empty: true' to render nothing on purpose", repo.config_doc.pos(("workflows",)))
