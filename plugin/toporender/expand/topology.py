@@ -1,7 +1,8 @@
 """Topology expansion: per task group, the tree of topology requirements -> gang structure.
 
 This follows OSMO's tree algorithm (``src/utils/job/topology.py``, ``PodGroupTopologyBuilder``) and fixes its
-known defects:
+known defects. As in OSMO, a ``group`` names a domain inside its parent: rack group ``r1`` under zone ``za``
+and rack group ``r1`` under zone ``zb`` are two racks (two tree nodes, ``za/r1`` and ``zb/r1``).
 
 * a chain of single-child levels is merged into one constraint instead of dropping levels: the
   finest *required* level becomes ``requiredTopologyLevel`` and a finer *preferred* level becomes
@@ -159,7 +160,6 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
         return GroupTopology(LevelConstraint())
 
     root = _Node(-1, "", True, "", ())
-    parent_of: dict[tuple[int, str], tuple[tuple[str, ...], Loc]] = {}
     leaf_of: dict[int, _Node] = {}
     for name, reqs in per_task:
         node = leaf_of.get(id(reqs))  # tasks of one resource walk one path: it is checked once
@@ -168,14 +168,6 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
             continue
         node = root
         for lvl, grp, required, rloc in reqs:
-            owner = parent_of.setdefault((lvl, grp), (node.path, rloc))
-            if owner[0] != node.path:
-                sink.error(
-                    f"topology group '{grp}' at level '{levels[lvl].key}' sits under two different parents "
-                    f"({'/'.join(owner[0]) or 'the gang'} and {'/'.join(node.path) or 'the gang'}); "
-                    "use a different group name under each parent",
-                    wf.pos(rloc + ("group",)))
-                return GroupTopology(LevelConstraint())
             child = node.children.get(grp)
             if child is None:
                 child = _Node(lvl, levels[lvl].label, required, grp, node.path + (grp,))
