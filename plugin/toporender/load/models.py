@@ -190,6 +190,7 @@ class RepoConfig(Strict):
     submitted_by: Annotated[str, Field(min_length=1, max_length=253)] | None = None
     sync_waves: bool = False
     allow_empty: bool = False
+    osmo_labels: bool = False
     pools: dict[Name, PoolConfig] = Field(min_length=1)
     pod_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     group_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)

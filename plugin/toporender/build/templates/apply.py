@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def parsed_group_templates(config: RepoConfig, pool: str) -> list[dict[str, Any]]:
     """The pool's group templates merged by identity, unrendered (``pool show --parsed``)."""
-    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
     for name in config.pools[pool].common_group_templates:
         tmpl = config.group_templates.get(name)
         if tmpl is None:
@@ -48,9 +48,25 @@ def pod_template_names(config: RepoConfig, pool: str, platform: str | None) -> l
     return names
 
 
-def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """A group template's identity, as OSMO's group templates are identified: kind and name. Two versions of one
+    kind with one name would be one object to the API server, so they merge (the later apiVersion wins)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    return (str(obj.get("apiVersion")), str(obj.get("kind")), str((meta or {}).get("name")))
+    return (str(obj.get("kind")), str((meta or {}).get("name")))
+
+
+def template_object_labels(gang: Gang, config: RepoConfig) -> dict[str, str]:
+    """Labels on every object a group template makes: the gang's, plus its UUIDs and who submitted it, under
+    ``toporender.dev/``; with ``osmo_labels`` also OSMO's own keys, for tooling that selects by them."""
+    labels = {**gang.labels, "toporender.dev/workflow-uuid": gang.workflow_uuid, "toporender.dev/group-uuid": gang.uuid}
+    if config.submitted_by is not None:
+        labels["toporender.dev/submitted-by"] = config.submitted_by
+    if config.osmo_labels:
+        labels.update({"osmo.workflow_id": gang.workflow.name, "osmo.workflow_uuid": gang.workflow_uuid,
+                       "osmo.group_name": gang.name, "osmo.group_uuid": gang.uuid})
+        if config.submitted_by is not None:
+            labels["osmo.submitted_by"] = config.submitted_by
+    return labels
 
 
 def group_variables(gang: Gang, config: RepoConfig) -> dict[str, Any]:
@@ -84,7 +100,7 @@ def task_variables(gang: Gang, task: Task) -> dict[str, Any]:
 def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variables: Callable[[], Mapping[str, Any]],
                            sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
     """Rendered group-template objects of one gang, merged by identity in config order."""
-    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
     for name in gang.pool.common_group_templates:
         base: Loc = ("group_templates", name)
         try:
@@ -102,10 +118,11 @@ def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variab
         ident = _identity(obj)
         merged[ident] = merge_patch(merged[ident], obj) if ident in merged else obj
     out: list[dict[str, Any]] = []
+    ours = template_object_labels(gang, config) if merged else {}
     for obj in merged.values():
         meta = obj.setdefault("metadata", {})
         labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-        meta["labels"] = {**gang.workflow.spec.workflow.labels, **labels, **gang.labels}
+        meta["labels"] = {**gang.workflow.spec.workflow.labels, **labels, **ours}
         ordered = {"name": meta.pop("name"), "namespace": gang.namespace, **meta}
         obj["metadata"] = ordered
         out.append(obj)

@@ -1,6 +1,6 @@
 """How templates merge: RFC 7386 JSON merge patch for group templates, a Kubernetes-aware rule for pod templates.
 
-Group templates with the same identity (apiVersion, kind, metadata.name) are merged with
+Group templates with the same identity (kind, metadata.name) are merged with
 :func:`merge_patch`; pod templates, the pool's then the platform's, with :func:`merge_pod`.
 """
 
