@@ -89,11 +89,12 @@ class PodShape:
 def shape_key(task: Task, labels: Mapping[str, str], annotations: Mapping[str, str] | None) -> tuple[Any, ...]:
     """Everything a task's pod depends on but its own strings: which task fields are set (and the env
     names), the lead flag, what the pod takes from the resource (requests, and the platform whose
-    templates apply; not its name or topology, which reach the pod only as the backend's labels), and
-    which labels and annotations the backend adds."""
+    templates apply, the excluded nodes; not its name or topology, which reach the pod only as the backend's
+    labels), and which labels and annotations the backend adds."""
     spec, res = task.spec, task.resource
     return (spec.image is None, len(spec.command), len(spec.args), tuple(spec.env), spec.lead,
-            res.cpu, res.gpu, res.memory, res.storage, res.platform, tuple(labels), tuple(annotations or ()))
+            res.cpu, res.gpu, res.memory, res.storage, res.platform, tuple(res.nodesExcluded), tuple(labels),
+            tuple(annotations or ()))
 
 
 class PodShapes:

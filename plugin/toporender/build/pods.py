@@ -9,6 +9,7 @@ from toporender.expand.gangs import Gang, Task
 from toporender.load.models import ResourceSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def cpu_quantity(cpu: float) -> str:
@@ -61,11 +62,19 @@ def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None,
         container["resources"] = resources
     spec: dict[str, Any] = {"schedulerName": scheduler_name} if scheduler_name else {}
     spec["restartPolicy"] = "Never"
+    deadline = gang.workflow.spec.workflow.timeout.exec_seconds
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
     if gang.service_name:
         spec["hostname"] = ident["WF_HOSTNAME"]
         spec["subdomain"] = gang.service_name
     if gang.pool.node_selector:
         spec["nodeSelector"] = dict(gang.pool.node_selector)
+    excluded = task.resource.nodesExcluded
+    if excluded:
+        avoid = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(set(excluded))}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [avoid]}]}}}
     spec["containers"] = [container]
     return {
         "apiVersion": "v1",

@@ -20,6 +20,34 @@ _PATTERN_HINTS = {
     LABEL_VALUE_PATTERN: "use a Kubernetes label value: letters, digits, '-', '_' or '.', at most 63 characters",
 }
 
+_DATA = "toporender renders Kubernetes objects from Git and moves no data; mount volumes with a pod template"
+OSMO_UNSUPPORTED: dict[tuple[str, str], str] = {
+    ("TaskSpec", "inputs"): _DATA,
+    ("TaskSpec", "outputs"): _DATA,
+    ("TaskSpec", "checkpoint"): _DATA,
+    ("TaskSpec", "downloadType"): _DATA,
+    ("TaskSpec", "cacheSize"): _DATA,
+    ("TaskSpec", "files"): "not rendered yet; put the files in a ConfigMap and mount it with a pod template",
+    ("TaskSpec", "kpis"): "KPIs are OSMO service data; nothing in the cluster reads them",
+    ("TaskSpec", "credentials"): "reference Kubernetes Secrets from a pod template (env valueFrom, volumes) instead; "
+                                 "secrets never belong in a Git repo",
+    ("TaskSpec", "exitActions"): "OSMO's controller restarts tasks; with plain Pods and a gang scheduler there is "
+                                 "no controller to act on exit codes",
+    ("TaskSpec", "privileged"): "set securityContext in a pod template, where the platform team reviews it",
+    ("TaskSpec", "hostNetwork"): "set hostNetwork in a pod template, where the platform team reviews it",
+    ("TaskSpec", "volumeMounts"): "OSMO mounts pool-allowed host paths by name; add volumes and volumeMounts in a "
+                                  "pod template",
+    ("TaskSpec", "resources"): "name a resource of the workflow's 'resources' with 'resource:' instead",
+    ("TaskSpec", "backend"): "the pool's backend decides; set 'backend' on the pool in toporender.yaml",
+    ("GroupSpec", "barrier"): "a gang scheduler starts the group's pods together; there is no barrier to configure",
+    ("GroupSpec", "ignoreNonleadStatus"): "group status is the scheduler's and Kubernetes'; toporender only renders",
+    ("WorkflowSpec", "backend"): "the pool's backend decides; set 'backend' on the pool in toporender.yaml",
+    ("TimeoutSpec", "queue_timeout"): "a PodGroup waits in its queue until the scheduler admits it; the scheduler has "
+                                      "no queue timeout to set",
+}
+"""OSMO workflow fields toporender refuses by name, with the reason (OSMO's ``TaskSpec``, ``TaskGroupSpec``,
+``WorkflowSpec`` and ``TimeoutSpec`` in ``src/utils/job/task.py`` and ``workflow.py``)."""
+
 
 def parse(model: type[M], doc: Document, base: Loc = ()) -> M:
     """Validate ``doc.data`` (or the part at ``base``) as ``model``; errors carry positions."""
@@ -72,6 +100,9 @@ def _message(model: type[BaseModel], loc: Loc, err: Any) -> str:
         return f"missing required field '{loc[-1] if loc else field}'"
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
+        reason = OSMO_UNSUPPORTED.get((parent.__name__ if parent else "", str(loc[-1])))
+        if reason is not None:
+            return f"OSMO field '{loc[-1]}' is not supported by toporender: {reason}"
         allowed = f"; allowed here: {', '.join(parent.model_fields)}" if parent else ""
         return f"unknown field '{loc[-1]}'{allowed}"
     if kind == "string_pattern_mismatch":

@@ -27,6 +27,32 @@ _NOT_IN_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
 _LABEL_ENDS = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 
 
+_DURATION = re.compile(r"^(\d+)(d|h|m|s)$")
+_ISO_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$")
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def duration_seconds(value: Any) -> int:
+    """Whole seconds of an OSMO duration: a number of seconds, ``90s``, ``30m``, ``2h``, ``1d`` or ISO 8601
+    ``PT1H30M``; at least one second."""
+    seconds: int | None = None
+    if isinstance(value, bool):
+        seconds = None
+    elif isinstance(value, int):
+        seconds = value
+    elif isinstance(value, str):
+        short = _DURATION.match(value)
+        iso = _ISO_DURATION.match(value) if value not in ("P", "PT") and not value.endswith("T") else None
+        if short:
+            seconds = int(short.group(1)) * _UNIT_SECONDS[short.group(2)]
+        elif iso:
+            d, h, m, s = (int(x or 0) for x in iso.groups())
+            seconds = ((d * 24 + h) * 60 + m) * 60 + s
+    if seconds is None or not 1 <= seconds <= 10**10:
+        raise ValueError("must be a duration of at least 1 s: seconds, or e.g. '90s', '30m', '2h', '1d', 'PT1H30M'")
+    return seconds
+
+
 def submitter_label(value: str) -> str:
     """``alice@example.com`` -> ``alice``: the user part, other characters as ``-``, cut to 63, ends alphanumeric."""
     label = _LABEL_ENDS.sub("", _NOT_IN_LABEL.sub("-", value.split("@", 1)[0])[:63])
@@ -83,7 +109,48 @@ class TaskSpec(Strict):
     env: dict[Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)], str] = Field(
         default_factory=dict
     )
+    environment: dict[Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)], str] = Field(
+        default_factory=dict
+    )
     lead: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_environment(cls, data: Any) -> Any:
+        """OSMO's ``environment`` and toporender's ``env`` are one container env: folded into ``env`` here, so
+        nothing downstream reads ``environment`` (a clash is left for :meth:`_one_value_per_variable`)."""
+        if not isinstance(data, dict):
+            return data
+        environment, env = data.get("environment"), data.get("env", {})
+        if not isinstance(environment, dict) or not environment or not isinstance(env, dict):
+            return data
+        if any(k in env and env[k] != v for k, v in environment.items()):
+            return data
+        return {**data, "env": {**environment, **env}, "environment": {}}
+
+    @model_validator(mode="after")
+    def _one_value_per_variable(self) -> TaskSpec:
+        clash = sorted(k for k, v in self.environment.items() if k in self.env and self.env[k] != v)
+        if clash:
+            raise ValueError(f"environment and env give {', '.join(clash)} different values; keep one")
+        return self
+
+
+class TimeoutSpec(Strict):
+    """OSMO's workflow timeouts: ``exec_timeout`` bounds each task's run (a Pod's ``activeDeadlineSeconds``)."""
+
+    exec_timeout: int | str | None = None
+
+    @field_validator("exec_timeout", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> Any:
+        if value is not None:
+            duration_seconds(value)
+        return value
+
+    @property
+    def exec_seconds(self) -> int | None:
+        return None if self.exec_timeout is None else duration_seconds(self.exec_timeout)
 
 
 class GroupSpec(Strict):
@@ -98,6 +165,7 @@ class WorkflowSpec(Strict):
     groups: list[GroupSpec] | None = Field(default=None, min_length=1)
     tasks: list[TaskSpec] | None = Field(default=None, min_length=1)
     resources: dict[Name, ResourceSpec] | None = None
+    timeout: TimeoutSpec = Field(default_factory=lambda: TimeoutSpec())
 
     @model_validator(mode="after")
     def _groups_or_tasks(self) -> WorkflowSpec:
