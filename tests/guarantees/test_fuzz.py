@@ -121,3 +121,52 @@ def test_fuzz_render_is_valid_or_a_clean_error(data: st.DataObject) -> None:
         return
     STATS["rendered"] += 1
     assert validate_objects(result.objects, core=False) == []
+
+
+GROUP_NAMES = st.sampled_from(["a", "b", "a-b", "b-c", "A_b", "a_B", "default", "x" * 63, "x" * 62 + "-y",
+                               "r1", "R1", "r-1", "r_1", "z" * 40 + "-" + "z" * 22])
+
+
+@st.composite
+def requirement_trees(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A KAI pool with 2-4 levels, coarsest first, and a workflow whose resources walk random paths through them
+    with adversarial group names."""
+    levels = sorted(draw(st.lists(st.sampled_from(LEVELS), unique=True, min_size=2, max_size=4)), key=LEVELS.index)
+    pool = {"backend": "kai", "kai_version": draw(st.sampled_from(["v0.14", "v0.15"])),
+            "topology_keys": [{"key": k, "label": lab} for k, lab in levels]}
+    resources: dict[str, Any] = {}
+    used = draw(st.lists(st.sampled_from([k for k, _ in levels]), unique=True, min_size=1))
+    for i in range(draw(st.integers(1, 4))):
+        resources[f"r{i}"] = {"gpu": draw(st.integers(0, 8)), "topology": [
+            {"key": key, "group": draw(GROUP_NAMES),
+             "requirementType": draw(st.sampled_from(["required", "preferred"]))} for key in used]}
+    tasks = [{"name": f"t{n}", "image": "x", "resource": draw(st.sampled_from(sorted(resources)))}
+             for n in range(draw(st.integers(1, 8)))]
+    workflow = {"workflow": {"name": draw(names), "groups": [{"name": "g", "tasks": tasks}], "resources": resources}}
+    return {"namespace": "fuzz", "pools": {"p": pool}}, workflow
+
+
+POSITIONED = re.compile(r"^\S+:\d+:\d+: \S")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(repo=requirement_trees())
+def test_generated_trees_render_valid_output_or_a_positioned_error(repo: tuple[dict[str, Any], dict[str, Any]],
+                                                                   tmp_path_factory: Any) -> None:
+    """The render contract: exit 1 with path:line:col messages and nothing on stdout, or a stream the output
+    checks accept; never a third outcome."""
+    from conftest import run_cli, write_repo
+
+    config, workflow = repo
+    root = write_repo(tmp_path_factory.mktemp("tree"), {"toporender.yaml": yaml.safe_dump(config),
+                                                        "workflows/w.yaml": yaml.safe_dump(workflow)})
+    result = run_cli("render", "--format", "json", str(root))
+    if result.code == 1:
+        assert result.stdout == ""
+        lines = [ln for ln in result.stderr.splitlines() if ln and not ln.startswith("warning")]
+        assert lines and all(POSITIONED.match(ln) for ln in lines), result.stderr
+        return
+    assert result.code == 0, result.stderr
+    objects = [yaml.safe_load(line) for line in result.stdout.splitlines()]
+    assert validate_objects(objects, kai_version="main" if config["pools"]["p"]["kai_version"] == "v0.15"
+                            else "v0.14.0", core=False) == []
