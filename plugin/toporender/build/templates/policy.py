@@ -22,6 +22,10 @@ RESERVED_KEYS = {"pod-group-name"}
 
 def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> None:
     """Static checks: a group template is a full object; a pod template is a partial Pod."""
+    if not config.group_templates and not config.pod_templates:
+        return
+    from toporender.build.templates.fields import group_template_fields, pod_template_fields
+
     for name, tmpl in config.group_templates.items():
         loc: Loc = ("group_templates", name)
         meta = tmpl.get("metadata")
@@ -31,6 +35,9 @@ def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> 
         if missing:
             sink.error(f"group template '{name}' lacks {', '.join(missing)}; a group template is a whole "
                        "Kubernetes object", doc.pos(loc))
+            continue
+        for path, message in group_template_fields(tmpl):
+            sink.error(f"group template '{name}': {'.'.join(map(str, path))}: {message}", doc.pos(loc + path))
     for name, tmpl in config.pod_templates.items():
         loc = ("pod_templates", name)
         extra = sorted(set(tmpl) - {"metadata", "spec"})
@@ -40,6 +47,9 @@ def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> 
         for field in ("metadata", "spec"):
             if field in tmpl and not isinstance(tmpl[field], dict):
                 sink.error(f"pod template '{name}': '{field}' must be a mapping", doc.pos(loc + (field,)))
+        if isinstance(tmpl.get("spec"), dict):
+            for path, message in pod_template_fields(tmpl):
+                sink.error(f"pod template '{name}': {'.'.join(map(str, path))}: {message}", doc.pos(loc + path))
 
 
 def reserved(key: str) -> bool:

@@ -1,0 +1,65 @@
+"""Misspelt template fields are refused when the config is read: once per template, at the field's line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import run_cli, write_repo
+from toporender.build.templates.fields import group_template_fields, pod_template_fields
+
+WORKFLOW = ("workflow:\n  name: w\n  groups:\n  - name: g\n    tasks:\n"
+            "    - {name: a, image: x}\n    - {name: b, image: x}\n")
+CD = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+      "metadata": {"name": "cd-{{WF_GROUP_UUID}}"},
+      "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "cd-{{WF_GROUP_UUID}}-rct"}}}}
+
+
+@pytest.mark.parametrize(("template", "path", "suggestion"), [
+    ({"spec": {"nodeSelectr": {"a": "b"}}}, ("spec", "nodeSelectr"), "nodeSelector"),
+    ({"spec": {"containers": [{"name": "{{USER_CONTAINER_NAME}}", "volumeMount": []}]}},
+     ("spec", "containers", 0, "volumeMount"), "volumeMounts"),
+    ({"spec": {"containers": [{"name": "c", "resources": {"limit": {}}}]}},
+     ("spec", "containers", 0, "resources", "limit"), "limits"),
+    ({"spec": {"toleration": []}}, ("spec", "toleration"), "tolerations"),
+])
+def test_pod_template_typos(template: dict[str, Any], path: tuple[Any, ...], suggestion: str) -> None:
+    ((where, message),) = pod_template_fields(template)
+    assert where == path and f"did you mean '{suggestion}'?" in message
+
+
+@pytest.mark.parametrize("template", [
+    {"spec": {"nodeSelector": {"a": "b"}, "affinity": {"anything": {"goes": 1}}, "securityContext": {"x": 1}}},
+    {"spec": {"containers": [{"name": "c", "resources": {"claims": [{"name": "x"}]}, "lifecycle": {}}]}},
+    {"spec": {"volumes": [{"name": "v", "hostPath": {"path": "/x"}}], "dnsPolicy": "None"}},
+    {"metadata": {"labels": {"a": "b"}}},
+])
+def test_valid_pod_templates_pass(template: dict[str, Any]) -> None:
+    assert pod_template_fields(template) == []
+
+
+def test_group_template_typo_in_a_crd_kind() -> None:
+    typo = {**CD, "spec": {"numNodes": 0, "channel": {"allocationMod": "All",
+                                                       "resourceClaimTemplate": {"name": "x"}}}}
+    ((where, message),) = group_template_fields(typo)
+    assert where == ("spec", "channel", "allocationMod") and "did you mean 'allocationMode'?" in message
+    assert group_template_fields(CD) == []
+    assert group_template_fields({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+                                  "dataa": {}}) == []  # no schema here for built-in kinds but Pod
+
+
+def test_a_typo_is_reported_once_at_its_line(tmp_path: Path) -> None:
+    config = {"namespace": "ml", "pools": {"p": {"backend": "kai", "common_pod_template": ["t"]}},
+              "pod_templates": {"t": {"spec": {"nodeSelectr": {"a": "b"}}}}}
+    repo = write_repo(tmp_path, {"toporender.yaml": yaml.safe_dump(config, sort_keys=False),
+                                 "workflows/w.yaml": WORKFLOW})
+    for command in ("render", "validate"):
+        result = run_cli(command, str(repo))
+        assert result.code == 1 and result.stdout == ""
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("toporender.yaml:10:7: pod template 't': spec.nodeSelectr: unknown field "
+                                   "'nodeSelectr'; did you mean 'nodeSelector'?"), lines[0]
