@@ -224,3 +224,20 @@ def test_plan_metrics_and_json() -> None:
     zone = {x.path[-1]: x for x in plan.domains_at("zone")}
     assert zone["a"].free == zone["a"].total - zone["a"].preused - zone["a"].planned - zone["a"].unavailable
     assert plan.smallest_unit == 8
+
+
+def test_a_gang_blocked_only_by_earlier_gangs_says_so() -> None:
+    """Not a reason that reads as infeasible: the rack had room before the earlier gangs took it."""
+    from toporender.load.yaml_source import load_text
+    from toporender.placement.inventory import inventory_from_documents
+
+    text = ("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
+            "  - {name: n1, gpus: 4, labels: {rack: r1}}\n  - {name: n2, gpus: 4, labels: {rack: r1}}\n"
+            "  - {name: n3, gpus: 4, labels: {rack: r2}}\n")
+    inv = inventory_from_documents(load_text(text, "nodes.yaml"), "nodes.yaml")
+    plan = pack(inv, ["rack"], [gang("first", required="rack", pods=2), gang("second", required="rack", pods=2)])
+    assert plan.gangs["first"].placed and not plan.gangs["second"].placed
+    assert plan.gangs["second"].reason == ("second needs 8 GPUs in one rack; the largest has 4 (r2); rack r1 had "
+                                           "room for it (8 GPUs) before other gangs: blocked by earlier gangs first")
+    alone = pack(inv, ["rack"], [gang("big", required="rack", pods=3)])
+    assert alone.gangs["big"].reason == "big needs 12 GPUs in one rack; the largest has 8 (r1)"

@@ -31,12 +31,15 @@ from functools import cached_property
 
 from toporender.errors import fail
 from toporender.placement import fit
-from toporender.placement.compiled import CompiledGang
+from toporender.placement.compiled import CompiledGang, Group
 from toporender.placement.demand import GangDemand
 from toporender.placement.inventory import Inventory
 from toporender.placement.plan import PlacementPlan, build_plan
 from toporender.placement.repair import Repairer
 from toporender.placement.tree import ROOT, Tree
+
+NAMED_BLOCKERS = 50
+"""How many unplaceable gangs of a run get the earlier gangs that block them named."""
 
 
 class Packer(Repairer):
@@ -80,6 +83,31 @@ class Packer(Repairer):
                 return True
         return False
 
+    def _blocked(self, lvl: int, group: Group) -> str:
+        """'' or, when a domain of level ``lvl`` had room for ``group``'s GPUs before any gang was planned, which
+        earlier gangs took it: a gang blocked only by earlier gangs must not read as infeasible. Room counts GPUs
+        only, so it says "had room", not that the gang would fit.
+
+        Only the first failures of a run are explained this way, since naming the gangs scans the placed ones.
+        """
+        if group.tol_any or len(self.reasons) >= NAMED_BLOCKERS:
+            return ""
+        tree = self.tree
+        domains = tree.level_domains[lvl] if lvl >= 0 else [ROOT]
+        room, best = max(((tree.dom_total[d] - tree.dom_used0[d] - tree.dom_unavail[d], -tree.rank[d], d)
+                          for d in domains), default=(0, 0, ROOT))[0::2]
+        if room < group.need:
+            return ""
+        depth = len(tree.dom_anc[best]) - 1
+        anc = tree.dom_anc
+        inside = sorted(g for g, d in self.lca.items() if len(anc[d]) > depth and anc[d][depth] == best)
+        if not inside:
+            return ""
+        names = ", ".join(self.gangs[g].demand.display for g in inside[:3])
+        more = f" and {len(inside) - 3} more" if len(inside) > 3 else ""
+        where = f"{tree.levels[lvl]} {tree.name(best)}" if lvl >= 0 else "the pool"
+        return f"; {where} had room for it ({room} GPUs) before other gangs: blocked by earlier gangs {names}{more}"
+
     @cached_property
     def largest_node(self) -> int:
         """GPUs of the largest schedulable node: no pod bigger than that ever fits."""
@@ -110,7 +138,7 @@ class Packer(Repairer):
             if g.req < 0:
                 free = self._free(ROOT, g.tol_any)
                 if free < g.need:
-                    return f"{who} needs {g.need} GPUs; the pool has {free} free{suffix}"
+                    return f"{who} needs {g.need} GPUs; the pool has {free} free{suffix}{self._blocked(-1, g)}"
                 continue
             label = tree.levels[g.req]
             if not tree.level_domains[g.req]:
@@ -118,7 +146,8 @@ class Packer(Repairer):
             best = self._largest(g.req, g.tol_any)
             free = self._free(best, g.tol_any)
             if free < g.need:
-                return f"{who} needs {g.need} GPUs in one {label}; the largest has {free} ({tree.name(best)}){suffix}"
+                return (f"{who} needs {g.need} GPUs in one {label}; the largest has {free} ({tree.name(best)}){suffix}"
+                        f"{self._blocked(g.req, g)}")
         g = gang.groups[0]
         where = f" in one {tree.levels[g.req]}" if g.req >= 0 else ""
         best = ROOT
