@@ -159,3 +159,26 @@ def test_bad_run_spec_reports_position(spec: str, expected: str) -> None:
     with pytest.raises(UserError) as err:
         parse_runs(load_text(f"kind: Run\nmetadata: {{name: r}}\nspec: {spec}\n", "r.yaml"))
     assert str(err.value).startswith(expected)
+
+
+RUN = "kind: Run\nmetadata: {name: r}\nspec:\n  resources: {gpuType: H100, totalGPUs: 8}\n"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("  priority: high\n", "spec.priority is not supported: Runs are planned in the order"),
+    ("  selector: {region: us}\n", "spec.selector is not supported: the planner sees only the committed inventory"),
+    ("  malleability: {step: 8}\n", "spec.malleability is not supported: a Run's size is fixed by totalGPUs"),
+    ("  elastic: true\n", "spec.elastic is not supported"),
+    ("  labels: {team: a}\n", "spec.labels is not supported: groups carry no labels"),
+    ("  spraes: 1\n", "unknown field spec.spraes; allowed here: locality, resources, spares"),
+])
+def test_run_fields_the_planner_does_not_implement_are_refused(extra: str, message: str) -> None:
+    with pytest.raises(UserError) as err:
+        parse_runs(load_text(RUN + extra, "runs.yaml"))
+    assert message in str(err.value) and str(err.value).startswith("runs.yaml:5:3: "), str(err.value)
+
+
+def test_unknown_resource_field_is_refused() -> None:
+    text = "kind: Run\nmetadata: {name: r}\nspec:\n  resources: {gpuType: H100, totalGPUs: 8, gpus: 8}\n"
+    with pytest.raises(UserError, match=r"unknown field spec\.resources\.gpus; allowed here: gpuType, totalGPUs"):
+        parse_runs(load_text(text, "runs.yaml"))

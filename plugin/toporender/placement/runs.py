@@ -97,6 +97,18 @@ class RunsPlan:
         }
 
 
+SPEC_FIELDS = frozenset({"resources", "locality", "spares"})
+RESOURCE_FIELDS = frozenset({"gpuType", "totalGPUs"})
+UNSUPPORTED_RUN_FIELDS = {
+    "priority": "Runs are planned in the order their documents are read; order them instead",
+    "selector": "the planner sees only the committed inventory; leave out the nodes a Run may not use",
+    "malleability": "a Run's size is fixed by totalGPUs; malleable Runs are not planned",
+    "elastic": "a Run's size is fixed by totalGPUs; elastic Runs are not planned",
+    "labels": "groups carry no labels in the plan; put labels in metadata.labels of your own objects",
+}
+"""Run-spec fields of the packing design that the planner does not implement, with what to do instead."""
+
+
 def parse_runs(documents: Sequence[Document]) -> list[RunSpec]:
     """Read every ``kind: Run`` document; report all problems at their positions."""
     diags: list[Diagnostic] = []
@@ -145,6 +157,14 @@ def parse_runs(documents: Sequence[Document]) -> list[RunSpec]:
                                     doc.pos(("spec", "spares"))))
         for key in sorted(set(loc) - {"groupGPUs", "allowCrossGroupSpread"}):
             diags.append(Diagnostic(f"unknown field spec.locality.{key}", doc.pos(("spec", "locality", key))))
+        for where, fields, allowed in (((), spec, SPEC_FIELDS), (("resources",), res, RESOURCE_FIELDS)):
+            for key in sorted(set(map(str, fields)) - allowed):
+                path = ("spec", *where, key)
+                reason = UNSUPPORTED_RUN_FIELDS.get(key)
+                text = f"spec.{'.'.join(map(str, path[1:]))}"
+                diags.append(Diagnostic(
+                    f"{text} is not supported: {reason}" if reason else
+                    f"unknown field {text}; allowed here: {', '.join(sorted(allowed))}", doc.pos(path)))
         if not diags:
             out.append(RunSpec(name, str(gpu_type), cast(int, total), group, spread, spares))
     if diags:
