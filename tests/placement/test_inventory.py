@@ -98,3 +98,20 @@ def test_hierarchy_contradiction_in_a_repo_points_at_the_node(tmp_path: Path) ->
     result = run_cli("render", str(repo))
     assert result.code == 1 and result.stdout == ""
     assert result.stderr.startswith("nodes.yaml:5:5: rack=r1 appears under two different zone domains"), result.stderr
+
+
+def test_levels_the_inventory_nests_the_other_way_round_name_the_fix() -> None:
+    from toporender.load.yaml_source import load_text
+    from toporender.placement.inventory import inventory_from_documents
+
+    text = ("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
+            "  - {name: n1, gpus: 4, labels: {zone: za, clique: c1}}\n"
+            "  - {name: n2, gpus: 4, labels: {zone: za, clique: c2}}\n"
+            "  - {name: n3, gpus: 4, labels: {zone: zb, clique: c3}}\n")
+    inv = inventory_from_documents(load_text(text, "nodes.yaml"), "nodes.yaml")
+    with pytest.raises(UserError) as err:
+        pack(inv, ["clique", "zone"], [])
+    msg = str(err.value)
+    assert msg.startswith("nodes.yaml:5:5: zone=za appears under two different clique domains"), msg
+    assert "every clique sits inside one zone" in msg and "did you mean the levels [zone, clique]?" in msg
+    assert pack(inv, ["zone", "clique"], []).gangs == {}

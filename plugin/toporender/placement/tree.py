@@ -347,12 +347,27 @@ def _check_hierarchy(inventory: Inventory, levels: tuple[str, ...], first: Mappi
                     diags.append(Diagnostic(
                         f"{key}={v} appears under two different {levels[i - 1]} domains: node {prev[1]} has "
                         f"{_fmt_path(levels, prev[0])} but node {name} has {_fmt_path(levels, tuple(path))}; "
-                        "each finer domain must sit inside exactly one coarser domain",
+                        "each finer domain must sit inside exactly one coarser domain" + _inverted(levels, i, first),
                         where if isinstance(where, Position) else Position(inventory.source or "inventory"),
                     ))
             path.append(v)
     if diags:
         raise UserError(diags)
+
+
+def _inverted(levels: tuple[str, ...], i: int, paths: Mapping[tuple[str, ...], str]) -> str:
+    """'' or the fix when the inventory nests level ``i - 1`` inside level ``i``: the pool lists them the wrong
+    way round (topology_keys are coarsest first)."""
+    outer: dict[str, set[str]] = {}
+    for full in paths:
+        if len(full) > i:
+            outer.setdefault(full[i - 1], set()).add(full[i])
+    if not outer or any(len(values) != 1 for values in outer.values()):
+        return ""
+    fixed = list(levels)
+    fixed[i - 1], fixed[i] = fixed[i], fixed[i - 1]
+    return (f"; here every {levels[i - 1]} sits inside one {levels[i]}, so the pool's topology_keys are not "
+            f"coarsest first: did you mean the levels [{', '.join(fixed)}]?")
 
 
 def _fmt_path(levels: Sequence[str], path: tuple[str, ...]) -> str:
