@@ -149,9 +149,9 @@ def test_compile_shape_refuses_what_one_expression_cannot_hold() -> None:
 def test_shape_key_covers_every_task_and_resource_field() -> None:
     """A new TaskSpec or ResourceSpec field must be added to ``shape_key`` (or said to reach pods only as a slot
     or through the backend's labels) before pods can depend on it."""
-    # environment is folded into env by the model
+    # environment is folded into env by the model; a task with files is always built the general way
     assert set(TaskSpec.model_fields) == {"name", "resource", "image", "command", "args", "env", "environment",
-                                          "lead"}
+                                          "lead", "files"}
     assert set(ResourceSpec.model_fields) == {"cpu", "gpu", "memory", "storage", "platform", "nodesExcluded",
                                               "topology"}
 

@@ -27,7 +27,6 @@ def task(**fields: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("where", "field", "value"), [
     ("task", "inputs", [{"dataset": {"name": "d"}}]),
     ("task", "outputs", [{"url": "s3://b"}]),
-    ("task", "files", [{"path": "/a", "contents": "x"}]),
     ("task", "credentials", {"s": "x"}),
     ("task", "exitActions", {"RESCHEDULE": "3"}),
     ("task", "privileged", True),
@@ -111,3 +110,32 @@ def test_nodes_excluded_keep_the_pods_off_those_nodes(tmp_path: Path) -> None:
         terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n1", "n2"]}]}]
+
+
+def test_files_become_one_configmap_per_group_mounted_file_by_file(tmp_path: Path) -> None:
+    files = [{"path": "/etc/app/config.yaml", "contents": "a: 1\n"},
+             {"path": "/opt/blob", "contents": "aGVsbG8=", "base64": True}]
+    workflow = {"name": "w", "groups": [{"name": "g", "tasks": [task(files=files), {"name": "u", "image": "x"}]}]}
+    repo = repo_with(tmp_path, workflow)
+    result = run_cli("render", "--format", "json", str(repo))
+    assert result.code == 0, result.stderr
+    objects = list(map(yaml.safe_load, result.stdout.splitlines()))
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert list(cm["data"].values()) == ["a: 1\n"] and list(cm["binaryData"].values()) == ["aGVsbG8="]
+    pods = {p["metadata"]["name"]: p["spec"] for p in objects if p["kind"] == "Pod"}
+    mounts = pods["w-t"]["containers"][0]["volumeMounts"]
+    assert [(m["mountPath"], m["readOnly"]) for m in mounts] == [("/etc/app/config.yaml", True), ("/opt/blob", True)]
+    assert {m["subPath"] for m in mounts} == set(cm["data"]) | set(cm["binaryData"])
+    assert pods["w-t"]["volumes"] == [{"name": "toporender-files", "configMap": {"name": cm["metadata"]["name"]}}]
+    assert "volumes" not in pods["w-u"]
+    assert run_cli("validate", "--output", str(repo)).code == 0
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ([{"path": "relative", "contents": "x"}], "files.0.path"),
+    ([{"path": "/a", "contents": "x"}, {"path": "/a", "contents": "y"}], "/a is given twice"),
+    ([{"path": "/a", "contents": "not base64!", "base64": True}], "not valid base64"),
+])
+def test_bad_files_are_input_errors(tmp_path: Path, files: list[dict[str, Any]], message: str) -> None:
+    result = run_cli("render", str(repo_with(tmp_path, {"name": "w", "tasks": [task(files=files)]})))
+    assert result.code == 1 and message in result.stderr, result.stderr

@@ -14,7 +14,7 @@ from typing import Any
 from toporender.build.backends import GangObjects, backend_for
 from toporender.build.backends.koordinator import gang_warnings, pool_problems
 from toporender.build.pod_shapes import PodShapes
-from toporender.build.pods import base_pod, finish_pod, headless_service
+from toporender.build.pods import base_pod, files_configmap, finish_pod, headless_service
 from toporender.build.templates.apply import (
     PodTemplates,
     apply_pod_templates,
@@ -84,7 +84,8 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
             sink.warn(msg, gang.pos)
     pods = _pods(gang, repo, backend, variables, sink, warned)
     service = headless_service(gang)
-    group_objs = templated + backend.objects + ([service] if service else [])
+    files = files_configmap(gang)
+    group_objs = templated + ([files] if files else []) + backend.objects + ([service] if service else [])
     if repo.config.sync_waves:
         for o in group_objs:
             _annotate(o, {SYNC_WAVE: "-1"})

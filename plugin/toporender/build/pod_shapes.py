@@ -117,7 +117,7 @@ class PodShapes:
     def pod(self, index: int) -> dict[str, Any] | None:
         """Task ``index``'s pod from its shape, or None when the caller must build it the general way."""
         key = self.keys[index]
-        if key not in self.shared:
+        if key not in self.shared or self.gang.tasks[index].spec.files:
             return None
         if key not in self.shapes:
             try:

@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toporender.errors import fail
 from toporender.expand.gangs import Gang, Task
+from toporender.expand.naming import short_hash
 from toporender.load.models import ResourceSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
+FILES_VOLUME = "toporender-files"
+MAX_CONFIGMAP_BYTES = 1024 * 1024
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
@@ -60,6 +64,9 @@ def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None,
     resources = resource_requirements(task.resource)
     if resources:
         container["resources"] = resources
+    if task.spec.files:
+        container["volumeMounts"] = [{"name": FILES_VOLUME, "mountPath": f.path, "subPath": files_key(task, f.path),
+                                      "readOnly": True} for f in task.spec.files]
     spec: dict[str, Any] = {"schedulerName": scheduler_name} if scheduler_name else {}
     spec["restartPolicy"] = "Never"
     deadline = gang.workflow.spec.workflow.timeout.exec_seconds
@@ -76,6 +83,8 @@ def base_pod(gang: Gang, task: Task, scheduler_name: str | None = None,
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [avoid]}]}}}
     spec["containers"] = [container]
+    if task.spec.files:
+        spec["volumes"] = [{"name": FILES_VOLUME, "configMap": {"name": files_configmap_name(gang)}}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -91,6 +100,38 @@ def finish_pod(pod: dict[str, Any], gang: Gang, task_name: Any, labels: Mapping[
     meta["labels"] = {**meta.get("labels", {}), **gang.labels, "toporender.dev/task": task_name, **labels}
     if annotations:
         meta["annotations"] = {**meta.get("annotations", {}), **annotations}
+
+
+def files_key(task: Task, path: str) -> str:
+    """The ConfigMap key of one task's file: stable, unique per task and path, valid as a key."""
+    return f"{task.container}.{short_hash(path, 12)}"
+
+
+def files_configmap_name(gang: Gang) -> str:
+    return f"{gang.uuid}-files"
+
+
+def files_configmap(gang: Gang) -> dict[str, Any] | None:
+    """OSMO's task ``files`` of the whole group as one ConfigMap (text as data, base64 as binaryData), which each
+    task mounts file by file; None when no task has files."""
+    data: dict[str, str] = {}
+    binary: dict[str, str] = {}
+    for task in gang.tasks:
+        for f in task.spec.files:
+            (binary if f.base64 else data)[files_key(task, f.path)] = f.contents
+    if not data and not binary:
+        return None
+    size = sum(len(k) + len(v.encode()) for part in (data, binary) for k, v in part.items())
+    if size > MAX_CONFIGMAP_BYTES:
+        raise fail(f"the files of group '{gang.name}' add up to {size} bytes; a ConfigMap holds at most 1 MiB: "
+                   "ship large files in the image or a volume", gang.pos)
+    out: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": files_configmap_name(gang), "namespace": gang.namespace, "labels": dict(gang.labels)}}
+    if data:
+        out["data"] = data
+    if binary:
+        out["binaryData"] = binary
+    return out
 
 
 def headless_service(gang: Gang) -> dict[str, Any] | None:

@@ -27,7 +27,6 @@ OSMO_UNSUPPORTED: dict[tuple[str, str], str] = {
     ("TaskSpec", "checkpoint"): _DATA,
     ("TaskSpec", "downloadType"): _DATA,
     ("TaskSpec", "cacheSize"): _DATA,
-    ("TaskSpec", "files"): "not rendered yet; put the files in a ConfigMap and mount it with a pod template",
     ("TaskSpec", "kpis"): "KPIs are OSMO service data; nothing in the cluster reads them",
     ("TaskSpec", "credentials"): "reference Kubernetes Secrets from a pod template (env valueFrom, volumes) instead; "
                                  "secrets never belong in a Git repo",

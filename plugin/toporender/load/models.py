@@ -7,6 +7,8 @@ load unchanged.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Annotated, Any, Literal
 
@@ -100,6 +102,29 @@ class ResourceSpec(Strict):
         return v
 
 
+class FileSpec(Strict):
+    """OSMO's task file: text (or base64 when ``base64``) put at an absolute path in the task's container."""
+
+    path: Annotated[str, Field(min_length=2, max_length=1024, pattern=r"^/[^\x00]*[^/]$")]
+    contents: str = Field(max_length=1024 * 1024)
+    base64: bool = False
+
+    @field_validator("contents", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        """As OSMO does, a number written without quotes is its text."""
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _decodes(self) -> FileSpec:
+        if self.base64:
+            try:
+                base64.b64decode(self.contents.encode("ascii"), validate=True)
+            except (binascii.Error, UnicodeEncodeError, ValueError):
+                raise ValueError("contents are not valid base64 (set base64: false for text)") from None
+        return self
+
+
 class TaskSpec(Strict):
     name: Name
     resource: Name = "default"
@@ -113,6 +138,7 @@ class TaskSpec(Strict):
         default_factory=dict
     )
     lead: bool = False
+    files: list[FileSpec] = Field(default_factory=list, max_length=100)
 
     @model_validator(mode="before")
     @classmethod
@@ -133,6 +159,10 @@ class TaskSpec(Strict):
         clash = sorted(k for k, v in self.environment.items() if k in self.env and self.env[k] != v)
         if clash:
             raise ValueError(f"environment and env give {', '.join(clash)} different values; keep one")
+        paths = [f.path for f in self.files]
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        if twice:
+            raise ValueError(f"files: {', '.join(twice)} is given twice; each path holds one file")
         return self
 
 
