@@ -1,4 +1,4 @@
-"""Run specs: one test per rule of seeds 001 and 003."""
+"""Run specs: one test per rule of the pack-to-empty planner."""
 
 from __future__ import annotations
 

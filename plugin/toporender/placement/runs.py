@@ -1,4 +1,4 @@
-"""Run specs (seeds 001/003): total GPU demand of one flavor, split into fast-fabric groups, planned pack-to-empty.
+"""Run specs: total GPU demand of one flavor, split into fast-fabric groups, planned pack-to-empty.
 
 A ``kind: Run`` asks for ``spec.resources.totalGPUs`` GPUs of ``spec.resources.gpuType``. Nodes are grouped into
 fast-fabric domains by ``(region, cluster, fabric.domain)``; only schedulable, untainted nodes whose
