@@ -34,6 +34,7 @@ JSON_TARGET_S = 0.5
 YAML_TARGET_S = 1.0
 RSS_TARGET_MIB = 300
 COLD_TARGET_S = 0.25
+SELF_CHECK_SHARE = 0.05
 DEPENDENCIES = "yaml, ruamel.yaml, jinja2, jsonpatch, pydantic, click, jsonschema, yaml_rs, orjson"
 # Issue 8's own reference figures, for budgets scaled to the machine the benchmark runs on: kustomize
 # re-emitting 1,000 Pods took about 2.4 s where the targets were set, and importing these six
@@ -163,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             "bare": Command([sys.executable, "-c", "pass"]),
             "deps": Command([sys.executable, "-c", f"import {DEPENDENCIES}"]),
             "six": Command([sys.executable, "-c", f"import {ISSUE_SIX}"]),
+            "checked": Command([sys.executable, str(HERE / "selfcheck.py"), "on", "render", "--format", "json",
+                                str(repo)], work / "checked.json"),
+            "unchecked": Command([sys.executable, str(HERE / "selfcheck.py"), "off", "render", "--format", "json",
+                                  str(repo)], work / "unchecked.json"),
         }
         kustomize_run = kustomize_command(json_out, work)
         if kustomize_run is not None:
@@ -172,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                            "six"))
         kustomize = walls(samples["kustomize"]) if kustomize_run is not None else None
 
+        if (work / "checked.json").read_bytes() != (work / "unchecked.json").read_bytes():
+            raise SystemExit("the render with and without its output check printed different streams")
         worker = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--emit-worker", str(json_out),
                                  "--runs", str(args.runs)], check=True, capture_output=True, text=True)
         emit_times = json.loads(worker.stdout)
@@ -190,6 +197,15 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row(f"1. render {fmt} as a share of the kustomize run (scaled target: {limit} s / "
                             f"{ISSUE_KUSTOMIZE_S} s = {budget:.2f}x)", ratio, k_text, ratio,
                             f"info: {'within' if fig.median / kustomize.median <= budget else 'over'}"))
+
+    checked, unchecked = walls(samples["checked"]), walls(samples["unchecked"])
+    shares = Figure([a.wall / b.wall - 1 for a, b in zip(samples["checked"], samples["unchecked"])], "")
+    ok = verdict(shares.median, SELF_CHECK_SHARE)
+    failed |= ok != "pass"
+    rows.append(row(f"1. output self-check, share of render --format json, {label} <= {SELF_CHECK_SHARE:.0%}",
+                    f"{shares.median:+.1%} ({min(shares.samples):+.1%} to {max(shares.samples):+.1%}, paired)",
+                    f"same render without the check: {unchecked.text()}; with it: {checked.text()}",
+                    f"{checked.median / unchecked.median:.3f}x", ok))
 
     ours, theirs = Figure(emit_times["ours"], "s"), Figure(emit_times["pyyaml"], "s")
     rows.append(row(f"1. YAML emit only, {TOTAL_PODS:,} Pods' objects, in-process (reference)", ours.text(),

@@ -1,9 +1,9 @@
 """The one render pipeline every host calls.
 
-load (with source positions) -> validate -> expand topology -> pack -> render objects -> emit.
+load (with source positions) -> validate -> expand topology -> pack -> render objects -> verify -> emit.
 ``render_repo`` reads a directory; ``render_documents`` takes in-memory documents (KRM
 function). Both return every object or raise :class:`~toporender.errors.UserError`; nothing
-is ever half-rendered.
+is ever half-rendered, and nothing is returned that fails the output checks (:func:`verify_output`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toporender.build.objects import build_gangs, check_backends, check_identities, pool_objects
+from toporender.build.objects import BuiltGang, build_gangs, check_backends, check_identities, pool_objects
+from toporender.build.templates.apply import from_group_template
 from toporender.build.templates.policy import check_templates
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
+from toporender.load.models import RepoConfig
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, check_not_empty, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
 from toporender.placement.stage import pack_stage
@@ -96,15 +98,60 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
                       strict=options.strict, sink=sink)
 
     files: list[RenderedFile] = []
+    owners: list[Gang | None] = []
     if pool_objs:
         files.append(RenderedFile(CONFIG_FILE, pool_objs))
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for gang, group_objs, pods in built:
-        by_source.setdefault(gang.source, []).extend(group_objs + pods)
-    files.extend(RenderedFile(src, objs) for src, objs in by_source.items())
+        owners.extend(None for _ in pool_objs)
+    by_source: dict[str, list[BuiltGang]] = {}
+    for item in built:
+        by_source.setdefault(item[0].source, []).append(item)
+    for src, items in by_source.items():
+        objs = [obj for _, group_objs, pods in items for obj in group_objs + pods]
+        files.append(RenderedFile(src, objs))
+        owners.extend(gang for gang, group_objs, pods in items for _ in range(len(group_objs) + len(pods)))
     result = RenderResult(files, sink.warnings, lock)
     check_identities((f.source, f.objects) for f in result.files)
+    verify_output(repo, result.objects, owners)
     return result
+
+
+def kai_schema_version(config: RepoConfig) -> str:
+    """The KAI schema and webhook rules the repo's objects are checked against: v0.14 only when every KAI pool
+    renders for v0.14."""
+    kai = {p.kai_version for p in config.pools.values() if p.backend == "kai"}
+    return "v0.14.0" if kai == {"v0.14"} else "main"
+
+
+def verify_output(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | None]) -> None:
+    """Refuse to hand a host anything the cluster would reject or misread.
+
+    Runs :func:`toporender.validation.output_problems` over the whole render, and writes nothing when it finds
+    a problem. An object a group template made is the template's to fix, so the message points at the
+    template. Anything else toporender built itself, from inputs it has already checked: that is a bug in
+    toporender, and the message says so and names the workflow group (or pool config) it came from."""
+    from toporender.validation import output_problems
+
+    problems = output_problems(objects, kai_version=kai_schema_version(repo.config))
+    if not problems:
+        return
+    errors = []
+    for index, problem in problems:
+        obj, owner = objects[index], owners[index]
+        if owner is not None and from_group_template(obj):
+            names = [n for n in owner.pool.common_group_templates
+                     if repo.config.group_templates[n].get("kind") == obj.get("kind")]
+            name = (names or list(owner.pool.common_group_templates))[-1]
+            errors.append(Diagnostic(
+                f"group template '{name}' renders an object the cluster would reject: {problem}; fix the template "
+                f"(rendered for group '{owner.name}' of {owner.source})",
+                repo.config_doc.pos(("group_templates", name))))
+            continue
+        pos = owner.pos if owner is not None else repo.config_doc.pos(("pools",))
+        errors.append(Diagnostic(
+            f"toporender rendered an object the cluster would reject or misread, so nothing was written: {problem}. "
+            "This is a bug in toporender unless the field comes from one of your pod templates; please report it "
+            "with this message", pos))
+    raise UserError(errors)
 
 
 def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:

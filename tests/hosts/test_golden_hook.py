@@ -205,7 +205,7 @@ def test_pre_commit_try_repo(tmp_path: Path) -> None:
     first = try_repo()  # both hooks
     assert first.returncode == 1, first.stdout + first.stderr
     assert status(first.stdout, "toporender golden files") == "Failed"
-    assert status(first.stdout, "toporender validate") == "Passed"
+    assert status(first.stdout, "toporender validate") == "Passed", first.stdout
     assert f"updated golden/{wf.relative_to(repo).as_posix()}" in first.stdout
     assert golden_file.read_text() != old_golden and "changed-" in golden_file.read_text()
     git(repo, "add", ".")

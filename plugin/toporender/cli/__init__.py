@@ -78,6 +78,13 @@ def main(argv: list[str] | None = None) -> Any:
         code: Any = 0
     except SystemExit as exc:
         code = exc.code
+    except Exception as exc:  # noqa: BLE001 - e.g. a broken install failing to import a command
+        from toporender.cli.guard import internal_error
+
+        try:
+            internal_error(exc, " ".join(sys.argv[1:2]) or "toporender")
+        except SystemExit as exit_:
+            code = exit_.code
     _exit(code)
 
 

@@ -82,7 +82,7 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) 
 def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     """Check the repo in DIR without printing manifests."""
     from toporender.load.repo import load_repo
-    from toporender.pipeline import render
+    from toporender.pipeline import kai_schema_version, render
 
     repo = load_repo(directory)
     result = render(repo, make_options(**opts))
@@ -90,8 +90,7 @@ def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     if check_output:
         from toporender.validation import validate_objects
 
-        kai = {p.kai_version for p in repo.config.pools.values() if p.backend == "kai"}
-        problems = validate_objects(result.objects, kai_version="v0.14.0" if kai == {"v0.14"} else "main")
+        problems = validate_objects(result.objects, kai_version=kai_schema_version(repo.config))
         if problems:
             report([Diagnostic(p) for p in problems])
             sys.exit(1)

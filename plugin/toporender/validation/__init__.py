@@ -19,7 +19,7 @@ Each problem is one line ``Kind/namespace/name: json.path: message``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._builtin_kinds import DEFAULT_K8S_MINOR, core_backend, core_scope, is_core_group, validate_core
@@ -29,10 +29,13 @@ from ._cross_object import cross_object
 from ._kai import KAI_GROUP, kai_podgroup, kai_schema_variant
 from ._koordinator import KOORD_PG_GROUP, koordinator_annotations
 from ._meta import check_metadata
+from ._output import pods_metadata_ok
+from ._pod_columns import pod_columns
 
 __all__ = [
     "DEFAULT_K8S_MINOR",
     "core_backend",
+    "output_problems",
     "validate_object",
     "validate_objects",
 ]
@@ -155,4 +158,41 @@ def validate_objects(
     dicts = [o for o in items if isinstance(o, dict)]
     for obj, path, msg in cross_object(dicts, kai_version):
         out.append(f"{identity(obj)}: {path}: {msg}")
+    return out
+
+
+def output_problems(
+    objs: Sequence[dict[str, Any]], *, kai_version: str = "main", dra_version: str = "main"
+) -> list[tuple[int, str]]:
+    """What a host checks before it writes a byte: (index of the object to change, problem) pairs.
+
+    Every custom resource and other non-Pod object is held to its full schema and admission rules, every
+    object to a unique identity, and every Pod to its metadata rules (Koordinator gang annotations included)
+    and to its link to a leaf subgroup of its PodGroup, with the gang sizes that follow. Pod bodies come from
+    templates checked against the Pod schema when the config is loaded; :func:`validate_objects` checks each
+    Pod body too. Thousands of Pods share their label keys and most values, so Pod metadata is first tested
+    in bulk, once per distinct key and value, and only when that finds something does each Pod go through
+    the full rules, which word the messages. Costs a few percent of a render (``benchmarks/render/bench.py``).
+    """
+    out: list[tuple[int, str]] = []
+    dicts: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    for i, obj in enumerate(objs):
+        if obj.__class__ is dict and obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":
+            pods.append(obj)
+            continue
+        if isinstance(obj, dict):
+            dicts.append(obj)
+        out.extend((i, p) for p in validate_object(obj, kai_version=kai_version, dra_version=dra_version,
+                                                   core=False))
+    columns = pod_columns(pods)
+    linked = cross_object(dicts if columns is not None else dicts + pods, kai_version, columns)
+    metadata_ok = columns is not None and pods_metadata_ok(columns)
+    index = {id(obj): i for i, obj in enumerate(objs)} if linked or not metadata_ok else {}
+    if not metadata_ok:
+        for pod in pods:
+            found = check_metadata(pod, "", "Pod", "Namespaced", False) + koordinator_annotations(pod, is_pod=True)
+            out.extend((index[id(pod)], f"{identity(pod)}: {path}: {msg}") for path, msg in sorted(set(found)))
+    out.extend((index[id(obj)], f"{identity(obj)}: {path}: {msg}") for obj, path, msg in linked)
+    out.sort(key=lambda item: item[0])
     return out

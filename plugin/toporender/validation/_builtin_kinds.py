@@ -18,10 +18,10 @@ import importlib
 import re
 from fractions import Fraction
 from functools import cache, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.protocols import Validator
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 from toporender.kube_schema import BUILTIN as _BUILTIN
 
@@ -112,6 +112,7 @@ def _kv_schema(minor: str, kind: str, api_version: str) -> dict[str, Any] | None
 @cache
 def kv_jsonschema_validator(minor: str, kind: str, api_version: str) -> Validator | None:
     """The same schema as a jsonschema validator; the reference :func:`_kv_check` is tested against."""
+    from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
     schema = _kv_schema(minor, kind, api_version)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -88,6 +89,7 @@ def dns1035_problem(value: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def qualified_name_problem(key: str) -> str | None:
     """Why ``key`` is not a Kubernetes qualified name (label/annotation key syntax), or None."""
     prefix, slash, name = key.rpartition("/")
@@ -112,6 +114,7 @@ def qualified_name_problem(key: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def label_value_problem(value: str) -> str | None:
     """Why ``value`` is not a valid label value (<= 63, alphanumeric ends, '-_.' inside), or None."""
     if len(value) > 63:

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache, lru_cache
 from importlib import resources
-from typing import Any
-
-import jsonschema
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.protocols import Validator
+from typing import TYPE_CHECKING, Any
 
 from ._common import format_path
+from ._schema_compiler import Check, FastCompiler
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 Problem = tuple[str, str]
 
@@ -62,18 +62,30 @@ def is_transition_rule(rule: str) -> bool:
     return "oldSelf" in rule
 
 
+def _error(message: str) -> Any:
+    from jsonschema import ValidationError
+
+    return ValidationError(message)
+
+
 def _cel_keyword(validator: Validator, rules: Any, instance: Any, schema: Any) -> Iterator[Any]:
     for rule in rules:
         text = rule.get("rule", "")
         if is_transition_rule(text):
             continue
         if not CEL_RULES[text](instance):
-            yield jsonschema.ValidationError(rule.get("message") or f"failed rule: {text}")
+            yield _error(rule.get("message") or f"failed rule: {text}")
 
 
 def _list_type_keyword(validator: Validator, list_type: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    for message in _repeats(list_type, instance, schema):
+        yield _error(message)
+
+
+def _repeats(list_type: Any, instance: Any, schema: Any) -> list[str]:
+    """Items of a ``set`` or ``map`` list that repeat a value or key (the API server rejects them)."""
     if not isinstance(instance, list) or list_type not in ("set", "map"):
-        return
+        return []
     if list_type == "set":
         keys: list[Any] = [json.dumps(x, sort_keys=True) for x in instance]
         what = "value"
@@ -82,41 +94,59 @@ def _list_type_keyword(validator: Validator, list_type: Any, instance: Any, sche
         keys = [tuple(json.dumps(x.get(k)) for k in names) if isinstance(x, dict) else None for x in instance]
         what = "key " + "/".join(names)
     seen: set[Any] = set()
+    out: list[str] = []
     for i, key in enumerate(keys):
         if key in seen:
-            yield jsonschema.ValidationError(f"item [{i}] repeats a {what} (list-type {list_type})")
+            out.append(f"item [{i}] repeats a {what} (list-type {list_type})")
         seen.add(key)
+    return out
 
 
-def _format_checker() -> FormatChecker:
+def _int32(value: object) -> bool:
+    return not isinstance(value, int) or isinstance(value, bool) or -(2**31) <= value < 2**31
+
+
+def _int64(value: object) -> bool:
+    return not isinstance(value, int) or isinstance(value, bool) or -(2**63) <= value < 2**63
+
+
+def _date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in value or "t" in value
+
+
+FORMATS: dict[str, Callable[[Any], bool]] = {"int32": _int32, "int64": _int64, "date-time": _date_time}
+
+
+@cache
+def strict_validator() -> Any:
+    """jsonschema's 2020-12 validator with the two Kubernetes extensions that constrain a created object.
+
+    Imported on first use: a render whose objects pass :func:`_fast_gate` never loads jsonschema."""
+    import jsonschema
+    from jsonschema import Draft202012Validator
+
+    return jsonschema.validators.extend(
+        Draft202012Validator,
+        {"x-kubernetes-validations": _cel_keyword, "x-kubernetes-list-type": _list_type_keyword},
+    )
+
+
+@cache
+def format_checker() -> Any:
+    from jsonschema import FormatChecker
+
     checker = FormatChecker(formats=())
-
-    @checker.checks("int32")
-    def _int32(value: object) -> bool:
-        return not isinstance(value, int) or isinstance(value, bool) or -(2**31) <= value < 2**31
-
-    @checker.checks("int64")
-    def _int64(value: object) -> bool:
-        return not isinstance(value, int) or isinstance(value, bool) or -(2**63) <= value < 2**63
-
-    @checker.checks("date-time")
-    def _date_time(value: object) -> bool:
-        if not isinstance(value, str):
-            return True
-        try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return False
-        return "T" in value or "t" in value
-
+    for name, test in FORMATS.items():
+        checker.checks(name)(test)
     return checker
 
 
-StrictValidator = jsonschema.validators.extend(
-    Draft202012Validator,
-    {"x-kubernetes-validations": _cel_keyword, "x-kubernetes-list-type": _list_type_keyword},
-)
-FORMAT_CHECKER = _format_checker()
 
 
 def strictify(node: Any) -> Any:
@@ -225,12 +255,56 @@ def select(group: str, kind: str, variants: dict[str, str]) -> CrdDoc | None:
 def _compiled(file: str, group: str, kind: str, variant: str, version: str) -> Validator:
     doc = registry()[(group, kind)][variant]
     schema = strictify(copy.deepcopy(doc.schemas[version]))
-    validator: Validator = StrictValidator(schema, format_checker=FORMAT_CHECKER)
+    validator: Validator = strict_validator()(schema, format_checker=format_checker())
     return validator
+
+
+def _fast_cel(rules: Any, schema: dict[str, Any]) -> Check:
+    tests = [CEL_RULES[r["rule"]] for r in rules if not is_transition_rule(r.get("rule", ""))]
+
+    def check(v: Any, p: tuple[Any, ...], o: list[Problem]) -> None:
+        if not all(test(v) for test in tests):
+            o.append((format_path(p), "failed rule"))
+
+    return check
+
+
+def _fast_list_type(list_type: Any, schema: dict[str, Any]) -> Check:
+    def check(v: Any, p: tuple[Any, ...], o: list[Problem]) -> None:
+        if _repeats(list_type, v, schema):
+            o.append((format_path(p), "repeats"))
+
+    return check
+
+
+@cache
+def _fast_gate(file: str, group: str, kind: str, variant: str, version: str) -> Check | None:
+    """The same schema compiled to closures, or None where a keyword has no compiled equivalent.
+
+    It only decides whether an object is valid: an object it passes is valid for jsonschema too (every keyword
+    it meets is checked at least as strictly), and an object it fails is run through jsonschema for the
+    messages. Most rendered objects are valid, so this skips jsonschema's per-keyword overhead for them."""
+    doc = registry()[(group, kind)][variant]
+    schema = strictify(copy.deepcopy(doc.schemas[version]))
+    compiler = FastCompiler(
+        "CRD",
+        formats=FORMATS,
+        extensions={"x-kubernetes-validations": _fast_cel, "x-kubernetes-list-type": _fast_list_type},
+    )
+    try:
+        return compiler.compile(schema)
+    except ValueError:
+        return None
 
 
 def validate_crd(obj: dict[str, Any], doc: CrdDoc, version: str) -> list[Problem]:
     """Schema, strictness, format and CEL problems of ``obj`` as (path, message) pairs, sorted."""
+    gate = _fast_gate(doc.file, doc.group, doc.kind, doc.variant, version)
+    if gate is not None:
+        found: list[Problem] = []
+        gate(obj, (), found)
+        if not found:
+            return []
     return errors_to_problems(_compiled(doc.file, doc.group, doc.kind, doc.variant, version), obj, "CRD")
 
 

@@ -7,7 +7,10 @@ Koordinator gang bundles, levels against Topology objects.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
+from itertools import repeat
 from typing import Any
 
 from ._common import as_dict, as_int, as_list, split_api_version
@@ -21,13 +24,20 @@ from ._koordinator import (
     groups_value,
     spec_value,
 )
+from ._pod_columns import PodColumns, pod_columns
 
 Triple = tuple[dict[str, Any], str, str]
+_PodView = tuple[dict[str, Any], "str | None", dict[str, Any], dict[str, Any]]
+"""A Pod with its namespace, labels and annotations, read once."""
 
 
 def _gvk(obj: dict[str, Any]) -> tuple[str, str]:
-    gv = split_api_version(obj.get("apiVersion"))
+    api = obj.get("apiVersion")
+    gv = _split(api) if isinstance(api, str) else None
     return (gv[0] if gv else "?"), str(obj.get("kind"))
+
+
+_split = lru_cache(maxsize=256)(split_api_version)
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -50,20 +60,34 @@ def _mapping(obj: dict[str, Any], field: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Triple]:
-    """Rules over a whole rendered bundle; each problem is attributed to the object that must change."""
+def cross_object(
+    objs: Sequence[dict[str, Any]],
+    kai_version: str,
+    columns: PodColumns | None = None,
+) -> list[Triple]:
+    """Rules over a whole rendered bundle; each problem is attributed to the object that must change.
+
+    ``columns`` are the bundle's Pods already read by the caller (:func:`pod_columns`); ``objs`` then need
+    not hold them again."""
     out: list[Triple] = []
     kai_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
     koord_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
     kai_topologies: dict[str, dict[str, Any]] = {}
     cnt_layers: set[str] | None = None
     seen: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
+    pods = columns.pods if columns is not None else [o for o in objs if _is_pod(o)]
     for obj in objs:
-        group, kind = _gvk(obj)
-        name = _name(obj)
-        if name is None:
+        if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":
             continue
-        ident = (group, kind, _ns(obj), name)
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            continue
+        ns = meta.get("namespace")
+        ns = ns if ns.__class__ is str and ns else None
+        group, kind = _gvk(obj)
+        ident = (group, kind, ns, name)
         if ident in seen:
             out.append(
                 (
@@ -74,9 +98,9 @@ def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Tripl
             )
         seen[ident] = obj
         if (group, kind) == (KAI_GROUP, "PodGroup"):
-            kai_pgs[(_ns(obj), name)] = obj
+            kai_pgs[(ns, name)] = obj
         elif (group, kind) == (KOORD_PG_GROUP, "PodGroup"):
-            koord_pgs[(_ns(obj), name)] = obj
+            koord_pgs[(ns, name)] = obj
         elif (group, kind) == (KAI_TOPOLOGY_GROUP, "Topology"):
             kai_topologies[name] = obj
         elif (group, kind) == (KOORD_CNT_GROUP, "ClusterNetworkTopology") and name == "default":
@@ -85,28 +109,47 @@ def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Tripl
             cnt_layers = {str(x.get("topologyLayer")) for x in as_list(items) if isinstance(x, dict)}
             cnt_layers.add("ClusterTopologyLayer")
 
-    kai_members: dict[tuple[str | None, str], list[dict[str, Any]]] = {k: [] for k in kai_pgs}
-    koord_members: dict[tuple[str | None, str], list[dict[str, Any]]] = {k: [] for k in koord_pgs}
-    for obj in objs:
-        if _gvk(obj) != ("", "Pod"):
-            continue
-        out.extend(_kai_pod(obj, kai_pgs, kai_members))
-        out.extend(_koord_pod(obj, koord_pgs, koord_members))
+    leaves_of = {k: kai_leaves(pg) for k, pg in kai_pgs.items()}
+    if columns is None:
+        columns = pod_columns(pods)
+    members = _regular_pods(columns, leaves_of, koord_pgs, ("", "Pod") in {k[:2] for k in seen}) if columns else None
+    if members is not None:
+        kai_members, koord_members = members
+    else:
+        kai_members = {k: Counter() for k in kai_pgs}
+        koord_members = {k: Counter() for k in koord_pgs}
+        for pod in pods:
+            meta = as_dict(pod.get("metadata"))
+            ns = meta.get("namespace")
+            ns = ns if ns.__class__ is str and ns else None
+            name = meta.get("name")
+            if isinstance(name, str):
+                ident = ("", "Pod", ns, name)
+                if ident in seen:
+                    out.append((pod, "metadata.name", f"duplicate object: another Pod named {name!r} in the same "
+                                                      "namespace is in this output"))
+                seen[ident] = pod
+            labels, annotations = meta.get("labels"), meta.get("annotations")
+            view = (pod, ns, labels if isinstance(labels, dict) else {},
+                    annotations if isinstance(annotations, dict) else {})
+            out.extend(_kai_pod(view, kai_pgs, kai_members, leaves_of))
+            out.extend(_koord_pod(view, koord_pgs, koord_members))
 
     for key, pg in kai_pgs.items():
         # A PodGroup that no Pod in this output names may gang Pods created elsewhere (e.g. by a Job).
         if kai_members[key]:
-            out.extend(_kai_gang_size(pg, kai_members[key]))
+            out.extend(_kai_gang_size(pg, kai_members[key], leaves_of[key]))
         out.extend(_kai_levels(pg, kai_topologies, kai_is_main(kai_version)))
     for key, pg in koord_pgs.items():
         spec = as_dict(pg.get("spec"))
         mm = as_int(spec.get("minMember")) if isinstance(spec, dict) else None
-        if koord_members[key] and mm is not None and mm > len(koord_members[key]):
+        joined = koord_members[key].total()
+        if joined and mm is not None and mm > joined:
             out.append(
                 (
                     pg,
                     "spec.minMember",
-                    f"minMember {mm} exceeds the {len(koord_members[key])} Pods that "
+                    f"minMember {mm} exceeds the {joined} Pods that "
                     "join this gang; it can never be scheduled",
                 )
             )
@@ -114,13 +157,84 @@ def cross_object(objs: Sequence[dict[str, Any]], kai_version: str) -> list[Tripl
     return out
 
 
+def _is_pod(obj: dict[str, Any]) -> bool:
+    return obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1"
+
+
+_DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
+Members = dict[tuple[str | None, str], Counter[str | None]]
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, type(None))) else repr(value)
+
+
+def _regular_pods(
+    columns: PodColumns,
+    leaves_of: dict[tuple[str | None, str], tuple[set[str], set[str]]],
+    koord_pgs: dict[tuple[str | None, str], dict[str, Any]],
+    other_pods: bool,
+) -> tuple[Members, Members] | None:
+    """Pod counts per PodGroup and subgroup label when no Pod breaks a rule, else None (then every Pod is
+    checked on its own, which words the messages).
+
+    Runs once per distinct (namespace, PodGroup, subgroup) rather than once per Pod."""
+    names, spaces = columns.names, columns.namespaces
+    if other_pods or not all(isinstance(n, str) for n in names) or len(set(zip(spaces, names))) != len(names):
+        return None
+    kai_groups = list(map(dict.get, columns.annotations, repeat(POD_GROUP_ANNOTATION)))
+    kai_members: Members = {k: Counter() for k in leaves_of}
+    koord_members: Members = {k: Counter() for k in koord_pgs}
+    koord_groups: list[Any] = []
+    try:
+        links = Counter(zip(spaces, kai_groups, map(dict.get, columns.labels, repeat(SUBGROUP_LABEL))))
+        if KOORD_POD_LABEL in columns.label_keys:
+            koord_groups = list(map(dict.get, columns.labels, repeat(KOORD_POD_LABEL)))
+            for (ns, pg), count in Counter(zip(spaces, koord_groups)).items():
+                if isinstance(pg, str):
+                    if (ns, pg) not in koord_pgs:
+                        return None
+                    koord_members[(ns, pg)][None] += count
+    except TypeError:  # an unhashable value
+        return None
+    for (ns, pg, label), count in links.items():
+        if pg is None:
+            if label is not None:
+                return None
+            continue
+        found = leaves_of.get((ns, pg)) if isinstance(pg, str) else None
+        if found is None or not (label in found[1] if found[0] and isinstance(label, str) else not found[0]
+                                 and label is None):
+            return None
+        kai_members[(ns, pg)][label] += count
+    if any(s in _DEFAULT_SCHEDULERS for s in set(map(_hashable, columns.schedulers))):
+        ganged = zip(columns.schedulers, kai_groups, koord_groups or repeat(None))
+        if any(s in _DEFAULT_SCHEDULERS for s, kai, koord in ganged if isinstance(kai, str) or isinstance(koord, str)):
+            return None
+    return kai_members, koord_members
+
+
 def _kai_pod(
-    pod: dict[str, Any],
+    view: _PodView,
     pgs: dict[tuple[str | None, str], dict[str, Any]],
-    members: dict[tuple[str | None, str], list[dict[str, Any]]],
+    members: dict[tuple[str | None, str], Counter[str | None]],
+    leaves_of: dict[tuple[str | None, str], tuple[set[str], set[str]]],
 ) -> list[Triple]:
-    pg_name = _mapping(pod, "annotations").get(POD_GROUP_ANNOTATION)
-    label = _mapping(pod, "labels").get(SUBGROUP_LABEL)
+    pod, ns, labels, annotations = view
+    pg_name = annotations.get(POD_GROUP_ANNOTATION)
+    label = labels.get(SUBGROUP_LABEL)
+    if pg_name.__class__ is str:
+        key = (ns, pg_name)
+        found = leaves_of.get(key)
+        spec = pod.get("spec")
+        if (
+            found is not None
+            and (label in found[1] if found[0] and label.__class__ is str else not found[0] and label is None)
+            and spec.__class__ is dict
+            and spec.get("schedulerName") not in (None, "", "default-scheduler")
+        ):
+            members[key][label] += 1
+            return []
     if not isinstance(pg_name, str):
         if label is not None:
             return [
@@ -142,7 +256,7 @@ def _kai_pod(
                 "(e.g. kai-scheduler); the default scheduler ignores gangs",
             )
         )
-    pg = pgs.get((_ns(pod), pg_name))
+    pg = pgs.get((ns, pg_name))
     if pg is None:
         out.append(
             (
@@ -152,7 +266,7 @@ def _kai_pod(
             )
         )
         return out
-    names, leaves = kai_leaves(pg)
+    names, leaves = leaves_of[(ns, pg_name)]
     at = f"metadata.labels[{SUBGROUP_LABEL!r}]"
     if names:
         if label is None:
@@ -183,32 +297,30 @@ def _kai_pod(
             )
     elif label is not None:
         out.append((pod, at, f"{label!r} names a subgroup, but PodGroup {pg_name!r} has no subGroups"))
-    members[(_ns(pod), pg_name)].append(pod)
+    members[(ns, pg_name)][label if isinstance(label, str) else None] += 1
     return out
 
 
-def _kai_gang_size(pg: dict[str, Any], pods: list[dict[str, Any]]) -> list[Triple]:
+def _kai_gang_size(pg: dict[str, Any], per_leaf: Counter[str | None],
+                   names_leaves: tuple[set[str], set[str]]) -> list[Triple]:
+    """Gang sizes against the Pods that name ``pg``, counted by their subgroup label (None: no label)."""
     spec = as_dict(pg.get("spec"))
     if not isinstance(spec, dict):
         return []
     out: list[Triple] = []
-    names, leaves = kai_leaves(pg)
+    names, leaves = names_leaves
     if not names:
         mm = as_int(spec.get("minMember"))
-        if mm is not None and mm > len(pods):
+        total = per_leaf.total()
+        if mm is not None and mm > total:
             out.append(
                 (
                     pg,
                     "spec.minMember",
-                    f"minMember {mm} exceeds the {len(pods)} Pods that name this PodGroup; it can never be scheduled",
+                    f"minMember {mm} exceeds the {total} Pods that name this PodGroup; it can never be scheduled",
                 )
             )
         return out
-    per_leaf: dict[str, int] = {}
-    for pod in pods:
-        label = _mapping(pod, "labels").get(SUBGROUP_LABEL)
-        if isinstance(label, str):
-            per_leaf[label] = per_leaf.get(label, 0) + 1
     for i, sg in enumerate(as_list(spec.get("subGroups"))):
         if not isinstance(sg, dict) or not isinstance(sg.get("name"), str) or sg["name"] not in leaves:
             continue
@@ -262,11 +374,12 @@ def _kai_levels(pg: dict[str, Any], topologies: dict[str, dict[str, Any]], main:
 
 
 def _koord_pod(
-    pod: dict[str, Any],
+    view: _PodView,
     pgs: dict[tuple[str | None, str], dict[str, Any]],
-    members: dict[tuple[str | None, str], list[dict[str, Any]]],
+    members: Members,
 ) -> list[Triple]:
-    pg_name = _mapping(pod, "labels").get(KOORD_POD_LABEL)
+    pod, ns, labels, _ = view
+    pg_name = labels.get(KOORD_POD_LABEL)
     if not isinstance(pg_name, str):
         return []
     out: list[Triple] = []
@@ -279,7 +392,7 @@ def _koord_pod(
                 "a Pod of a Koordinator gang must name koord-scheduler; the default scheduler ignores gangs",
             )
         )
-    if (_ns(pod), pg_name) not in pgs:
+    if (ns, pg_name) not in pgs:
         out.append(
             (
                 pod,
@@ -288,7 +401,7 @@ def _koord_pod(
             )
         )
         return out
-    members[(_ns(pod), pg_name)].append(pod)
+    members[(ns, pg_name)][None] += 1
     return out
 
 

@@ -20,7 +20,7 @@ Problem = tuple[str, str]
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 
-_ALLOWED = frozenset(
+ALLOWED_FIELDS = frozenset(
     {
         "name",
         "namespace",
@@ -64,7 +64,7 @@ def check_metadata(
     for key in meta:
         if key in _SERVER_SET:
             out.append((f"metadata.{key}", "is set by the API server and must not be rendered"))
-        elif key not in _ALLOWED:
+        elif key not in ALLOWED_FIELDS:
             out.append((f"metadata.{key}", "unknown field (not in ObjectMeta)"))
     if meta.get("creationTimestamp") is not None:
         out.append(("metadata.creationTimestamp", "is set by the API server and must not be rendered"))
@@ -126,18 +126,21 @@ def _check_map(meta: dict[str, Any], field: str, is_label: bool) -> list[Problem
         return [(f"metadata.{field}", f"must be a map of strings, not {type(value).__name__}")]
     out: list[Problem] = []
     for key, val in value.items():
-        path = f"metadata.{field}[{str(key)!r}]"
         if not isinstance(key, str):
-            out.append((path, "key must be a string"))
+            out.append((_map_path(field, key), "key must be a string"))
             continue
         # The API server lower-cases annotation keys before the qualified-name check, but not label keys.
         msg = qualified_name_problem(key if is_label else key.lower())
         if msg:
-            out.append((path, msg))
+            out.append((_map_path(field, key), msg))
         if not isinstance(val, str):
-            out.append((path, f"value must be a string, not {type(val).__name__} (quote it in YAML)"))
+            out.append((_map_path(field, key), f"value must be a string, not {type(val).__name__} (quote it in YAML)"))
         elif is_label:
             msg = label_value_problem(val)
             if msg:
-                out.append((path, msg))
+                out.append((_map_path(field, key), msg))
     return out
+
+
+def _map_path(field: str, key: Any) -> str:
+    return f"metadata.{field}[{str(key)!r}]"

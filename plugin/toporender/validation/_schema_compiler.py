@@ -45,6 +45,8 @@ SUPPORTED = frozenset(
         "$ref",
     }
 )
+# Keywords the vendored CRD schemas add; compiled only when a compiler is given ``formats`` and ``extensions``.
+CRD_KEYWORDS = frozenset({"minLength", "maxLength", "maxItems", "format"})
 # Annotations that never constrain an instance (kubernetes-validate runs without a format checker).
 IGNORED = frozenset(
     {"description", "title", "default", "format", "$schema", "$id", "discriminator", "fields-to-discriminateBy"}
@@ -58,9 +60,20 @@ def _noop(v: Any, p: tuple[Any, ...], o: list[Problem]) -> None:
 class FastCompiler:
     """Compiles schemas; ``resolve`` maps a ``$ref`` to its schema, ``what`` names the schema in messages."""
 
-    def __init__(self, what: str, resolve: Callable[[str], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        what: str,
+        resolve: Callable[[str], dict[str, Any]] | None = None,
+        *,
+        formats: dict[str, Callable[[Any], bool]] | None = None,
+        extensions: dict[str, Callable[[Any, dict[str, Any]], Check]] | None = None,
+    ) -> None:
+        """``formats`` (name -> predicate) turns on ``format`` and the other CRD keywords; ``extensions`` compiles
+        the named ``x-`` keywords (``(value, schema) -> Check``). Without them, both are ignored as annotations."""
         self.what = what
         self.resolve = resolve
+        self.formats = formats
+        self.extensions = extensions or {}
         self._refs: dict[str, Check] = {}
 
     def compile(self, schema: Any) -> Check:
@@ -68,10 +81,23 @@ class FastCompiler:
             return _noop
         if not isinstance(schema, dict):
             raise ValueError(f"fast schema cannot compile {schema!r}")
-        unknown = {k for k in schema if k not in SUPPORTED and k not in IGNORED and not k.startswith("x-")}
+        crd = self.formats is not None
+        unknown = {
+            k
+            for k in schema
+            if k not in SUPPORTED
+            and (k not in IGNORED or (crd and k == "format"))
+            and not k.startswith("x-")
+            and not (crd and k in CRD_KEYWORDS)
+        }
         if unknown:
             raise ValueError(f"fast schema does not support {sorted(unknown)}")
         checks: list[Check] = []
+        if crd:
+            checks.extend(self._crd_keywords(schema))
+        for key, value in schema.items():
+            if key in self.extensions:
+                checks.append(self.extensions[key](value, schema))
         if "$ref" in schema:
             checks.append(self._ref(schema["$ref"]))
         if "type" in schema:
@@ -116,6 +142,25 @@ class FastCompiler:
                 check(v, p, o)
 
         return run
+
+    def _crd_keywords(self, schema: dict[str, Any]) -> list[Check]:
+        checks: list[Check] = []
+        fmt = schema.get("format")
+        test = (self.formats or {}).get(fmt) if isinstance(fmt, str) else None
+        if test is not None:
+            checks.append(lambda v, p, o: None if test(v) else o.append((format_path(p), f"{v!r} is not a {fmt!r}")))
+        for key, sized, word in (("minLength", str, "short"), ("maxLength", str, "long"), ("maxItems", list, "long")):
+            if key in schema:
+                checks.append(self._size(sized, schema[key], key.startswith("min"), word))
+        return checks
+
+    @staticmethod
+    def _size(sized: type[str] | type[list[Any]], bound: int, low: bool, word: str) -> Check:
+        def check(v: Any, p: tuple[Any, ...], o: list[Problem]) -> None:
+            if isinstance(v, sized) and (len(v) < bound if low else len(v) > bound):
+                o.append((format_path(p), f"{v!r} is too {word}"))
+
+        return check
 
     def _ref(self, ref: str) -> Check:
         if self.resolve is None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
+from toporender.errors import UserError
 from toporender.load.yaml_source import load_text
 from toporender.pipeline import render_documents
 
@@ -23,14 +24,26 @@ def render(extra: dict[str, Any], templates: dict[str, Any]) -> list[dict[str, A
 
 
 def cd(version: str, **spec: Any) -> dict[str, Any]:
+    spec.setdefault("channel", {"resourceClaimTemplate": {"name": "imex"}})
     return {"apiVersion": f"resource.nvidia.com/{version}", "kind": "ComputeDomain",
             "metadata": {"name": "cd-{{WF_GROUP_UUID}}"}, "spec": spec}
 
 
 def test_one_kind_and_name_in_two_versions_is_one_object_with_the_later_version() -> None:
-    (obj,) = render({}, {"old": cd("v1beta1", numNodes=0), "new": cd("v1beta2", channel={"allocationMode": "All"})})
-    assert obj["apiVersion"] == "resource.nvidia.com/v1beta2"
-    assert obj["spec"] == {"numNodes": 0, "channel": {"allocationMode": "All"}}
+    channel = {"allocationMode": "All", "resourceClaimTemplate": {"name": "imex"}}
+    (obj,) = render({}, {"old": cd("v1beta2", numNodes=0, channel={}), "new": cd("v1beta1", channel=channel)})
+    assert obj["apiVersion"] == "resource.nvidia.com/v1beta1"
+    assert obj["spec"] == {"numNodes": 0, "channel": channel}
+
+
+def test_an_object_the_cluster_rejects_is_the_templates_error() -> None:
+    with pytest.raises(UserError) as err:
+        render({}, {"old": cd("v1beta1", numNodes=0), "new": cd("v1beta2", numNodes=1)})
+    (diag,) = err.value.diagnostics
+    assert diag.pos is not None and diag.pos.path == "toporender.yaml"
+    assert diag.message.startswith("group template 'new' renders an object the cluster would reject: ")
+    assert "resource.nvidia.com/v1beta2 is not served for ComputeDomain" in diag.message
+    assert "bug" not in diag.message
 
 
 def test_different_kinds_with_one_name_stay_two_objects() -> None:

@@ -158,6 +158,41 @@ def test_namespace_equal_to_target_is_ignored_with_a_warning(tmp_path: Path) -> 
     assert cm["metadata"]["namespace"] == "ml"
 
 
+STRING_FIELDS = """\
+namespace: ml
+pools:
+  gpu:
+    common_group_templates: [cm]
+    common_pod_template: [counts]
+group_templates:
+  cm:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: 'cm-{{WF_GROUP_UUID}}', labels: {size: '{{ TASKS|length }}'}}
+    data: {size: '{{ TASKS|length }} tasks'}
+pod_templates:
+  counts:
+    metadata:
+      labels: {multi: '{{ TASKS|length > 1 }}'}
+      annotations: {example.com/size: '{{ TASKS|length }}'}
+    spec:
+      containers:
+      - name: '{{USER_CONTAINER_NAME}}'
+        env: [{name: WORLD_SIZE, value: '{{ TASKS|length }}'}]
+"""
+
+
+def test_numbers_in_string_fields_are_written_as_strings(tmp_path: Path) -> None:
+    """Labels, annotations and env values are strings to the API server, even where a value is one number."""
+    objects = render_repo(write_repo(tmp_path, {"toporender.yaml": STRING_FIELDS, "workflows/wf.yaml": WORKFLOW})).objects
+    cm = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert cm["metadata"]["labels"]["size"] == "2" and cm["data"]["size"] == "2 tasks"
+    for pod in (o for o in objects if o["kind"] == "Pod"):
+        assert pod["metadata"]["labels"]["multi"] == "true"
+        assert pod["metadata"]["annotations"]["example.com/size"] == "2"
+        assert {"name": "WORLD_SIZE", "value": "2"} in pod["spec"]["containers"][0]["env"]
+
+
 @pytest.mark.parametrize("name", sorted(ERRORS))
 def test_template_errors(name: str, tmp_path: Path) -> None:
     case = ERRORS[name]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from toporender.build.templates.engine import TemplateFailure, compiled
 from toporender.build.templates.merge import merge_patch, merge_pod
-from toporender.build.templates.policy import check_reserved, namespace_rule, police_pod_patch
+from toporender.build.templates.policy import check_reserved, namespace_rule, police_pod_patch, string_fields
 from toporender.errors import DiagnosticSink, Position
 from toporender.load.models import RepoConfig
 from toporender.load.yaml_source import Document, Loc
@@ -55,10 +55,21 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str]:
     return (str(obj.get("kind")), str((meta or {}).get("name")))
 
 
+GROUP_UUID_LABEL = "toporender.dev/group-uuid"
+
+
+def from_group_template(obj: Mapping[str, Any]) -> bool:
+    """Whether a rendered object was made by a group template: only those carry the group UUID label, which no
+    template may set itself (:func:`~toporender.build.templates.policy.check_reserved`)."""
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return isinstance(labels, Mapping) and GROUP_UUID_LABEL in labels
+
+
 def template_object_labels(gang: Gang, config: RepoConfig) -> dict[str, str]:
     """Labels on every object a group template makes: the gang's, plus its UUIDs and who submitted it, under
     ``toporender.dev/``; with ``osmo_labels`` also OSMO's own keys, for tooling that selects by them."""
-    labels = {**gang.labels, "toporender.dev/workflow-uuid": gang.workflow_uuid, "toporender.dev/group-uuid": gang.uuid}
+    labels = {**gang.labels, "toporender.dev/workflow-uuid": gang.workflow_uuid, GROUP_UUID_LABEL: gang.uuid}
     if config.submitted_by is not None:
         labels["toporender.dev/submitted-by"] = config.submitted_by
     if config.osmo_labels:
@@ -113,6 +124,7 @@ def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variab
             sink.error(f"group template '{name}' renders without metadata.name", doc.pos(base))
             continue
         pos = doc.pos(base + ("metadata",))
+        string_fields(obj, env=False)
         namespace_rule("group", name, meta, gang.namespace, pos, sink, warned)
         check_reserved("group", name, meta, gang.labels, pos, sink)
         ident = _identity(obj)

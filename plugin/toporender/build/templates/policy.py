@@ -85,14 +85,46 @@ def namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, p
                   "workflow namespace)", pos)
 
 
+def _as_string(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, (int, float)) else value
+
+
+def string_fields(obj: dict[str, Any], *, env: bool = True) -> None:
+    """Write as strings the rendered numbers and booleans in fields Kubernetes types as strings: label and
+    annotation values, and (with ``env``, for Pods) container ``env`` values.
+
+    A template value that is exactly one ``{{ expression }}`` keeps the expression's type, which ``numNodes``
+    needs; in these fields the API server would reject the number, and the author wrote a string."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for field in ("labels", "annotations"):
+            values = meta.get(field)
+            if isinstance(values, dict):
+                for key, value in values.items():
+                    values[key] = _as_string(value)
+    spec = obj.get("spec")
+    if not env or not isinstance(spec, dict):
+        return
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field)
+        for container in containers if isinstance(containers, list) else ():
+            variables = container.get("env") if isinstance(container, dict) else None
+            for var in variables if isinstance(variables, list) else ():
+                if isinstance(var, dict) and "value" in var:
+                    var["value"] = _as_string(var["value"])
+
+
 def police_pod_patch(name: str, patch: dict[str, Any], namespace: str, position: Callable[[Loc], Position],
                      sink: DiagnosticSink, warned: set[str]) -> None:
     """Report what a rendered pod template may not do, and drop what it reports (a namespace, a non-mapping
     field) so the merge can go on. ``position`` gives a path's place inside the template.
 
-    It changes ``patch`` only where it also reports something, so a caller that merges patches in bulk
-    (:mod:`toporender.build.pod_shapes`) can run it with a sink of its own and leave every reported patch to
-    :func:`~toporender.build.templates.apply.apply_pod_templates`."""
+    Besides :func:`string_fields`, it changes ``patch`` only where it also reports something, so a caller that
+    merges patches in bulk (:mod:`toporender.build.pod_shapes`) can run it with a sink of its own and leave
+    every reported patch to :func:`~toporender.build.templates.apply.apply_pod_templates`."""
+    string_fields(patch)
     meta = patch.get("metadata")
     if isinstance(meta, dict):
         pos = position(("metadata",))
