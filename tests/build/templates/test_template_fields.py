@@ -41,6 +41,38 @@ def test_valid_pod_templates_pass(template: dict[str, Any]) -> None:
     assert pod_template_fields(template) == []
 
 
+@pytest.mark.parametrize(("template", "path", "words"), [
+    ({"spec": {"nodeSelector": {"gpu": True}}}, ("spec", "nodeSelector", "gpu"), "boolean"),
+    ({"spec": {"nodeSelector": {"rank": 3}}}, ("spec", "nodeSelector", "rank"), "quote it"),
+    ({"spec": {"restartPolicy": "Sometimes"}}, ("spec", "restartPolicy"), "not one of"),
+    ({"spec": {"hostNetwork": "yes"}}, ("spec", "hostNetwork"), "wants boolean"),
+    ({"spec": {"containers": [{"name": "c", "command": "python train.py"}]}}, ("spec", "containers", 0, "command"),
+     "wants array"),
+    ({"spec": {"activeDeadlineSeconds": "1h"}}, ("spec", "activeDeadlineSeconds"), "wants integer"),
+])
+def test_pod_template_values_of_the_wrong_type(template: dict[str, Any], path: tuple[Any, ...], words: str) -> None:
+    ((where, message),) = pod_template_fields(template)
+    assert where == path and words in message, message
+
+
+@pytest.mark.parametrize("template", [
+    {"spec": {"nodeSelector": {"gpu": "{{ USER_GPU }}"}, "activeDeadlineSeconds": "{{ TASKS|length * 60 }}"}},
+    {"spec": {"containers": [{"name": "{{USER_CONTAINER_NAME}}", "command": "{{ COMMAND }}",
+                              "resources": {"limits": {"nvidia.com/gpu": 4, "memory": "8Gi"}}}]}},
+])
+def test_templated_values_stand_for_any_type(template: dict[str, Any]) -> None:
+    assert pod_template_fields(template) == []
+
+
+def test_group_template_value_of_the_wrong_type() -> None:
+    bad = {**CD, "spec": {"numNodes": "four", "channel": {"allocationMode": "Some",
+                                                          "resourceClaimTemplate": {"name": "x"}}}}
+    assert group_template_fields(bad) == [
+        (("spec", "numNodes"), "'four' is a string, but the field wants integer"),
+        (("spec", "channel", "allocationMode"), "'Some' is not one of 'All', 'Single'"),
+    ]
+
+
 def test_group_template_typo_in_a_crd_kind() -> None:
     typo = {**CD, "spec": {"numNodes": 0, "channel": {"allocationMod": "All",
                                                        "resourceClaimTemplate": {"name": "x"}}}}

@@ -184,7 +184,8 @@ pod_templates:
 
 def test_numbers_in_string_fields_are_written_as_strings(tmp_path: Path) -> None:
     """Labels, annotations and env values are strings to the API server, even where a value is one number."""
-    objects = render_repo(write_repo(tmp_path, {"toporender.yaml": STRING_FIELDS, "workflows/wf.yaml": WORKFLOW})).objects
+    repo = write_repo(tmp_path, {"toporender.yaml": STRING_FIELDS, "workflows/wf.yaml": WORKFLOW})
+    objects = render_repo(repo).objects
     cm = next(o for o in objects if o["kind"] == "ConfigMap")
     assert cm["metadata"]["labels"]["size"] == "2" and cm["data"]["size"] == "2 tasks"
     for pod in (o for o in objects if o["kind"] == "Pod"):
