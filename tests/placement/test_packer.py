@@ -241,3 +241,43 @@ def test_a_gang_blocked_only_by_earlier_gangs_says_so() -> None:
                                            "room for it (8 GPUs) before other gangs: blocked by earlier gangs first")
     alone = pack(inv, ["rack"], [gang("big", required="rack", pods=3)])
     assert alone.gangs["big"].reason == "big needs 12 GPUs in one rack; the largest has 8 (r1)"
+
+
+def excluding(g: GangDemand, *nodes: str) -> GangDemand:
+    """``g`` with every pod excluding ``nodes`` (a resource's nodesExcluded)."""
+    from dataclasses import replace
+
+    pods = tuple(replace(p, excluded=nodes) for p in g.pods)
+    by_name = {p.name: p for p in pods}
+    subs = tuple(replace(s, pods=tuple(by_name[p.name] for p in s.pods)) for s in g.subgroups)
+    return replace(g, pods=pods, subgroups=subs)
+
+
+@pytest.mark.parametrize(("name", "g", "expect_rack", "avoid"), [
+    # best fit would take rack x.2 (2 nodes); excluding one of them leaves x.3 as the tightest rack with 2 nodes
+    ("excluded node moves the gang", excluding(gang("g", required="rack", pods=2), "a1-2-n1"), "x.3", {"a1-2-n1"}),
+    # one pod: rack x.2 keeps its other node, which is now the tightest fit
+    ("excluded node inside the rack", excluding(gang("g", required="rack", pods=1), "a1-2-n1"), "x.2",
+     {"a1-2-n1"}),
+    ("an unknown node name excludes nothing", excluding(gang("g", required="rack", pods=2), "no-such-node"), "x.2",
+     set()),
+])
+def test_nodes_excluded(name: str, g: GangDemand, expect_rack: str, avoid: set[str]) -> None:
+    got = pack(POOL, LEVELS, [g]).gangs["g"]
+    assert got.placed, got.reason
+    assert got.subgroup_domains[""]["rack"] == expect_rack, name
+    assert not avoid & set(got.pod_nodes.values())
+
+
+def test_a_gang_that_needs_its_excluded_nodes_is_unplaceable_and_says_why() -> None:
+    got = pack(POOL, LEVELS, [excluding(gang("g", required="rack", pods=3), "a1-1-n1", "a1-1-n2")]).gangs["g"]
+    assert not got.placed
+    assert got.reason.endswith("(2 nodes excluded by its resources' nodesExcluded)"), got.reason
+
+
+def test_later_gangs_never_move_a_gang_with_excluded_nodes() -> None:
+    first = excluding(gang("first", required="rack", pods=2), "a1-2-n1")
+    plan = pack(POOL, LEVELS, [first, gang("second", required="rack", pods=3), gang("third", required="rack", pods=2)])
+    alone = pack(POOL, LEVELS, [first]).gangs["first"]
+    assert plan.gangs["first"].pod_nodes == alone.pod_nodes
+    assert "a1-2-n1" not in plan.gangs["first"].pod_nodes.values()

@@ -44,6 +44,8 @@ class CompiledGang:
     pod_gpus: list[int]
     need: int
     max_leaf: int
+    excluded: frozenset[int] = frozenset()
+    """Nodes (ids) no pod of the gang may use: the union of its pods' excluded nodes."""
 
 
 # A leaf group as the forward check sees it: (GPUs, required level, its own and its ancestors' keys in ``fixed``).
@@ -151,7 +153,10 @@ def compile_gang(tree: Tree, idx: int, gang: GangDemand) -> CompiledGang:
                     deep[lvl] = max(deep.get(lvl, 0), need)
         g.deep = tuple(sorted(deep.items()))
     leaves = [g.need for g in groups if g.pods]
-    return CompiledGang(idx, gang, groups, [p.name for p in pods], gpus, groups[0].need, max(leaves, default=0))
+    names = {name for p in pods for name in p.excluded}
+    excluded = frozenset(i for i, name in enumerate(tree.node_names) if name in names) if names else frozenset()
+    return CompiledGang(idx, gang, groups, [p.name for p in pods], gpus, groups[0].need, max(leaves, default=0),
+                        excluded)
 
 def subtree_pods(groups: list[Group], gi: int) -> list[int]:
     out = list(groups[gi].pods)

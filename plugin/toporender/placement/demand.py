@@ -20,6 +20,8 @@ class PodDemand:
     name: str
     gpus: int
     tolerations: tuple[tuple[str, str | None, str | None], ...] = ()
+    excluded: tuple[str, ...] = ()
+    """Names of nodes this pod must not run on (the resource's ``nodesExcluded``)."""
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,8 @@ class Fitter:
         # (required level, GPUs, largest leaf) of gangs re-arranging could not admit; free GPUs only shrink, so a
         # gang at least as large in both is not worth another search
         self.failed: list[tuple[int, int, int]] = []
+        # gangs that are never re-arranged (their placement excludes nodes)
+        self.fixed: set[int] = set()
 
     # ---- state changes -------------------------------------------------------------------------------------
     # The undo log holds one entry per batch of pods taken (+1) or released (-1) together, so a rollback costs one

@@ -47,6 +47,9 @@ class Packer(Repairer):
 
     def run(self) -> None:
         for gang in self.gangs:
+            if gang.excluded:
+                self._run_excluding(gang)
+                continue
             ok = False
             if not self._hopeless(gang):
                 ok, _ = self.place(gang, ROOT, fit.GANG_STEPS)
@@ -59,6 +62,28 @@ class Packer(Repairer):
                     if not dominated:
                         self.failed.append(shape)
             self.log.clear()
+
+    def _run_excluding(self, gang: CompiledGang) -> None:
+        """Place a gang whose resources exclude nodes: those nodes' free GPUs are hidden while it is placed.
+
+        Hiding them keeps every capacity view and index of the tree exact without a per-node filter in the
+        search. Such a gang is placed first-fit only: it is never re-arranged, nor moves others (re-arranging
+        re-fits several gangs at once, and the exclusion belongs to one of them), so its placement is never
+        undone by a later gang."""
+        tree = self.tree
+        hidden = {n: tree.node_free[n] for n in gang.excluded if tree.node_free[n]}
+        tree.change(hidden)
+        try:
+            ok = not self._hopeless(gang) and self.place(gang, ROOT, fit.GANG_STEPS)[0]
+            if not ok:
+                count = len(gang.excluded)
+                self.reasons[gang.idx] = (f"{self.reason(gang)} ({count} node{'s' if count != 1 else ''} excluded "
+                                          "by its resources' nodesExcluded)")
+        finally:
+            tree.change({n: -taken for n, taken in hidden.items()})
+            self.log.clear()
+        if gang.idx in self.lca:
+            self.fixed.add(gang.idx)
 
     def _largest(self, lvl: int, tol: frozenset[int]) -> int:
         """The domain of a level with the most free GPUs (first by path among equals)."""

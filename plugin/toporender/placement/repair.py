@@ -38,12 +38,13 @@ class Repairer(Fitter):
     def _inside(self, region: int) -> list[int]:
         tree = self.tree
         self.spent += len(self.lca) // 64 + 1
+        fixed = self.fixed
         if region == ROOT:
-            return sorted(self.lca)
+            return sorted(g for g in self.lca if g not in fixed)
         # Tree.inside inlined: this scans every placed gang for each region a repair tries
         lvl = tree.dom_level[region] + 1
         anc = tree.dom_anc
-        return sorted(g for g, d in self.lca.items() if len(anc[d]) > lvl and anc[d][lvl] == region)
+        return sorted(g for g, d in self.lca.items() if len(anc[d]) > lvl and anc[d][lvl] == region and g not in fixed)
 
     def repair(self, gang: CompiledGang) -> bool:
         """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
