@@ -165,10 +165,6 @@ _DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
 Members = dict[tuple[str | None, str], Counter[str | None]]
 
 
-def _hashable(value: Any) -> Any:
-    return value if isinstance(value, (str, type(None))) else repr(value)
-
-
 def _regular_pods(
     columns: PodColumns,
     leaves_of: dict[tuple[str | None, str], tuple[set[str], set[str]]],
@@ -180,7 +176,7 @@ def _regular_pods(
 
     Runs once per distinct (namespace, PodGroup, subgroup) rather than once per Pod."""
     names, spaces = columns.names, columns.namespaces
-    if other_pods or not all(isinstance(n, str) for n in names) or len(set(zip(spaces, names))) != len(names):
+    if other_pods or not columns.names_are_strings or len(set(zip(spaces, names))) != len(names):
         return None
     kai_groups = list(map(dict.get, columns.annotations, repeat(POD_GROUP_ANNOTATION)))
     kai_members: Members = {k: Counter() for k in leaves_of}
@@ -207,7 +203,11 @@ def _regular_pods(
                                  and label is None):
             return None
         kai_members[(ns, pg)][label] += count
-    if any(s in _DEFAULT_SCHEDULERS for s in set(map(_hashable, columns.schedulers))):
+    try:
+        schedulers = set(columns.schedulers)
+    except TypeError:  # an unhashable value: judge each Pod
+        schedulers = set(_DEFAULT_SCHEDULERS)
+    if not schedulers.isdisjoint(_DEFAULT_SCHEDULERS):
         ganged = zip(columns.schedulers, kai_groups, koord_groups or repeat(None))
         if any(s in _DEFAULT_SCHEDULERS for s, kai, koord in ganged if isinstance(kai, str) or isinstance(koord, str)):
             return None

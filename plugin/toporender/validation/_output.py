@@ -49,7 +49,7 @@ def pods_metadata_ok(columns: PodColumns) -> bool:
     metas, names, labels, annotations = columns.metas, columns.names, columns.labels, columns.annotations
     if not _FIELDS.issuperset(set().union(*metas)):
         return False
-    if not all(isinstance(n, str) and n and len(n) <= 253 for n in names):
+    if not columns.names_are_strings:
         return False
     if not _subdomains(names):
         return False

@@ -29,6 +29,8 @@ class PodColumns:
     schedulers: list[Any]
     label_keys: set[Any]
     """Every label key any Pod has."""
+    names_are_strings: bool
+    """Whether every Pod has a non-empty string name of at most 253 characters."""
 
 
 def _all_dicts(values: list[Any]) -> bool:
@@ -48,13 +50,16 @@ def pod_columns(pods: list[dict[str, Any]]) -> PodColumns | None:
         return None
     if "" in namespaces:
         namespaces = [ns or None for ns in namespaces]
+    names = list(map(dict.get, metas, repeat("name")))
+    strings = set(map(type, names)) <= {str}
     return PodColumns(
         pods=pods,
         metas=metas,
-        names=list(map(dict.get, metas, repeat("name"))),
+        names=names,
         namespaces=namespaces,
         labels=labels,
         annotations=annotations,
         schedulers=list(map(dict.get, specs, repeat("schedulerName"))),
         label_keys=set().union(*labels),
+        names_are_strings=strings and (not names or (min(map(len, names)) > 0 and max(map(len, names)) <= 253)),
     )
