@@ -25,7 +25,7 @@ from hostutil import (
 )
 
 from toporender.emit.atomic import atomic_write, is_temp_name, remove_stale_temps
-from toporender.hosts.golden import existing_golden
+from toporender.hosts.golden import HEADER, existing_golden
 
 
 def golden_objects(repo: Path) -> list[dict[str, object]]:
@@ -92,12 +92,15 @@ def test_golden_dir_setting_and_errors(tmp_path: Path) -> None:
     cfg.write_text(cfg.read_text() + "golden_dir: snapshots/rendered\n")
     (repo / "snapshots" / "rendered").mkdir(parents=True)
     (repo / "snapshots" / "rendered" / "README.md").write_text("not ours\n")
-    (repo / "snapshots" / "rendered" / "stale.yaml").write_text("kind: Old\n")
+    (repo / "snapshots" / "rendered" / "stale.yaml").write_text(HEADER.format(source="gone.yaml") + "kind: Old\n")
+    (repo / "snapshots" / "rendered" / "notes.yaml").write_text("kind: Mine\n")
     proc = toporender("golden", cwd=repo)
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == ["created snapshots/rendered/workflows/train.yaml",
                                         "deleted snapshots/rendered/stale.yaml"]
     assert (repo / "snapshots" / "rendered" / "README.md").exists()
+    assert (repo / "snapshots" / "rendered" / "notes.yaml").exists(), "a file without the header is never deleted"
+    assert "snapshots/rendered/notes.yaml was not written by toporender" in proc.stderr
 
     cfg.write_text(cfg.read_text().replace("golden_dir: snapshots/rendered", "golden_dir: ../outside"))
     bad = toporender("golden", str(repo))
@@ -142,9 +145,9 @@ def test_killed_writer_leaves_old_file_intact(tmp_path: Path) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
     assert target.read_text() == "old: content\n"
-    # The leftover temp file is invisible to golden and cleaned up once stale.
-    assert existing_golden(tmp_path, "golden") == ["golden/train.yaml"]
-    assert remove_stale_temps(target.parent, older_than=0) == temps
+    # The leftover temp file is invisible to golden and cleaned up at once: its writer is gone.
+    assert existing_golden(tmp_path, "golden") == ([], ["golden/train.yaml"])
+    assert remove_stale_temps(target.parent) == temps
     # A completed write replaces the file and keeps its mode.
     atomic_write(target, "new: content\n")
     assert target.read_text() == "new: content\n" and target.stat().st_mode & 0o777 == 0o640
@@ -229,3 +232,36 @@ def test_pre_commit_try_repo(tmp_path: Path) -> None:
     assert status(fourth.stdout, "toporender validate") == "Failed"
     assert "workflows/new.yaml:" in fourth.stdout and "bogus_key" in fourth.stdout
     assert tree_snapshot(repo / "golden") == before
+
+
+@pytest.mark.parametrize(("golden_dir", "extra", "words"), [
+    ("workflows", "", "holds the workflow folder 'workflows'"),
+    ("./workflows", "", "holds the workflow folder 'workflows'"),
+    ("workflows/golden", "", "is where the workflow pattern 'workflows/**/*.yaml' looks"),
+    ("inventory", "inventory: inventory/nodes.yaml\n", "overlaps the input 'inventory/nodes.yaml'"),
+    ("snap", "workflows: ['**/train.yaml']\n", "is where the workflow pattern '**/train.yaml' looks"),
+    ("toporender.lock", "", "overlaps the input 'toporender.lock'"),
+])
+def test_a_golden_dir_that_overlaps_an_input_is_refused_and_nothing_changes(
+        tmp_path: Path, golden_dir: str, extra: str, words: str) -> None:
+    repo = copy_repo(FIXTURE_REPO, tmp_path / "repo")
+    (repo / "inventory").mkdir()
+    (repo / "inventory" / "nodes.yaml").write_text("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\n"
+                                                   "nodes: [{name: n1, gpus: 8, labels: {nvidia.com/gpu.clique: c}}]\n")
+    cfg = repo / "toporender.yaml"
+    cfg.write_text(cfg.read_text() + f"golden_dir: {golden_dir}\n" + extra)
+    before = tree_snapshot(repo)
+    proc = toporender("golden", str(repo))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "toporender.yaml:" in proc.stderr and words in proc.stderr, proc.stderr
+    assert tree_snapshot(repo) == before
+
+
+def test_a_killed_golden_run_leaves_no_temp_files_after_the_next(tmp_path: Path) -> None:
+    repo = copy_repo(FIXTURE_REPO, tmp_path / "repo")
+    assert toporender("golden", str(repo)).returncode == 1
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = repo / "golden" / "workflows" / f".toporender-train.yaml.{dead.stdout.strip()}.abc123.tmp"
+    leftover.write_text("half")
+    assert toporender("golden", str(repo)).returncode == 0
+    assert not leftover.exists()

@@ -58,7 +58,8 @@ def atomic_write(path: Path, data: bytes | str | Iterable[bytes]) -> None:
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
     mode = _target_mode(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX, dir=directory)
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX,
+                                    dir=directory)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -90,18 +91,36 @@ def atomic_delete(path: Path) -> bool:
     return True
 
 
-def remove_stale_temps(directory: Path, older_than: float = 600.0) -> list[Path]:
-    """Delete our temp files under ``directory`` left by killed writers more than ``older_than`` s ago.
+def _writer_gone(name: str) -> bool:
+    """Whether the process that wrote temp file ``name`` (its pid is in the name) no longer runs."""
+    parts = name[: -len(TEMP_SUFFIX)].split(".")
+    if len(parts) < 3 or not parts[-2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[-2]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
 
-    Young temp files are left alone: they may belong to a writer that is still running.
+
+def remove_stale_temps(directory: Path, older_than: float = 600.0, *, recursive: bool = True) -> list[Path]:
+    """Delete our temp files under ``directory`` left by killed writers: at once when the writer's process is
+    gone, else once they are more than ``older_than`` s old.
+
+    A young temp file of a process that still runs is left alone: it may be a writer of this moment.
     """
     removed: list[Path] = []
     if not directory.is_dir():
         return removed
     now = time.time()
-    for tmp in directory.rglob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+    pattern = f"{TEMP_PREFIX}*{TEMP_SUFFIX}"
+    for tmp in directory.rglob(pattern) if recursive else directory.glob(pattern):
         try:
-            if tmp.is_file() and not tmp.is_symlink() and now - tmp.stat().st_mtime > older_than:
+            if tmp.is_file() and not tmp.is_symlink() and (
+                _writer_gone(tmp.name) or now - tmp.stat().st_mtime > older_than
+            ):
                 tmp.unlink()
                 removed.append(tmp)
         except FileNotFoundError:

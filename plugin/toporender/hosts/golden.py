@@ -7,7 +7,9 @@ makes names collision-free and obvious in review.
 
 Behaviour (see the pre-commit notes in docs/delivery.md):
 - files are written only when their content changed (mtime untouched otherwise), atomically;
-- golden files (``*.yaml``/``*.yml`` under the golden dir) whose source is gone are deleted;
+- each golden file starts with :data:`HEADER`; a file under the golden dir whose source is gone is deleted
+  only when it starts with that line, so a file toporender did not write is never removed;
+- the golden dir may not overlap an input (a workflow folder, the inventory, the config or lock file);
 - every created/updated/deleted file is printed, and the exit code is 1 when anything changed,
   because pre-commit does not notice new untracked files by itself;
 - ``--check`` writes nothing, prints a unified diff of the drift and exits 1 when there is any.
@@ -16,6 +18,7 @@ Behaviour (see the pre-commit notes in docs/delivery.md):
 from __future__ import annotations
 
 import difflib
+import itertools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +27,15 @@ from toporender.emit.atomic import atomic_delete, atomic_write, is_temp_name, re
 from toporender.emit.stream import dump_yaml
 from toporender.errors import Position, fail
 from toporender.hosts.common import check_repo_relative, print_diagnostics
+from toporender.load import walk
+from toporender.load.models import RepoConfig
 from toporender.load.repo import CONFIG_FILE, load_config, single_document
 from toporender.pipeline import RenderOptions, RenderResult, render_repo
 from toporender.placement.stage import LOCK_FILE
 
 GOLDEN_SUFFIXES = (".yaml", ".yml")
+HEADER = "# Written by 'toporender golden' from {source}; do not edit, re-run it instead.\n"
+HEADER_START = HEADER.split("{", 1)[0]
 
 
 @dataclass
@@ -41,6 +48,8 @@ class GoldenPlan:
     create: list[str] = field(default_factory=list)
     update: list[str] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    """Files under the golden dir that toporender did not write; they are never deleted."""
 
     @property
     def changed(self) -> bool:
@@ -48,11 +57,18 @@ class GoldenPlan:
 
 
 def golden_dir_of(root: Path) -> str:
-    """The repo's golden dir (``golden_dir`` in toporender.yaml), checked to stay inside the repo."""
-    config = load_config(single_document(root / CONFIG_FILE, CONFIG_FILE))
+    """The repo's golden dir (``golden_dir`` in toporender.yaml), checked to stay inside the repo and apart from
+    every input."""
+    doc = single_document(root / CONFIG_FILE, CONFIG_FILE)
+    config = load_config(doc)
     rel = check_repo_relative(config.golden_dir, "golden_dir", Position(CONFIG_FILE))
     if rel in ("", "."):
         raise fail("golden_dir must be a sub-directory of the repo, not the repo itself", Position(CONFIG_FILE))
+    rel = Path(rel).as_posix().strip("/")
+    problem = _overlap(rel, config)
+    if problem:
+        raise fail(f"golden_dir {rel!r} {problem}; golden files must live apart from every input (toporender "
+                   "writes and deletes files there), e.g. golden_dir: golden", doc.pos(("golden_dir",)))
     target = root / rel
     if target.exists() and (target.is_symlink() or not target.resolve().is_relative_to(root.resolve())):
         raise fail(
@@ -62,23 +78,54 @@ def golden_dir_of(root: Path) -> str:
     return rel
 
 
+def _overlap(golden: str, config: RepoConfig) -> str | None:
+    """How ``golden`` overlaps an input of the repo, or None."""
+    parts = golden.split("/")
+    for pattern in config.workflows:
+        segments = [p for p in pattern.split("/") if p not in ("", ".")]
+        static = "/".join(itertools.takewhile(lambda p: p != "**" and not walk.has_magic(p), segments))
+        if static and (static == golden or static.startswith(golden + "/")):
+            return f"holds the workflow folder {static!r}"
+        if walk.could_hold(parts, segments) or walk.matches(parts, segments):
+            return f"is where the workflow pattern {pattern!r} looks for workflows"
+    inventories = [config.inventory, *(pool.inventory for pool in config.pools.values())]
+    for path in [CONFIG_FILE, LOCK_FILE, *(i for i in inventories if i)]:
+        path = Path(path).as_posix().strip("/")
+        if path == golden or path.startswith(golden + "/") or golden.startswith(path + "/"):
+            return f"overlaps the input {path!r}"
+    return None
+
+
 def golden_files(result: RenderResult, golden_dir: str) -> dict[str, str]:
     """Golden path -> file content for one render (one file per workflow, one for pool objects)."""
     wanted: dict[str, str] = {}
     for rendered in result.files:
-        wanted[f"{golden_dir}/{rendered.source}"] = dump_yaml(rendered.objects)
+        wanted[f"{golden_dir}/{rendered.source}"] = HEADER.format(source=rendered.source) + dump_yaml(rendered.objects)
     return wanted
 
 
-def existing_golden(root: Path, golden_dir: str) -> list[str]:
+def ours(path: Path) -> bool:
+    """Whether ``path`` is a regular file that starts with the golden header (one toporender wrote)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(HEADER_START)) == HEADER_START.encode()
+    except OSError:
+        return False
+
+
+def existing_golden(root: Path, golden_dir: str) -> tuple[list[str], list[str]]:
+    """(golden files toporender wrote, other files) under the golden dir, repo-relative and sorted."""
     base = root / golden_dir
-    if not base.is_dir():
-        return []
-    found = []
-    for path in base.rglob("*"):
-        if path.suffix in GOLDEN_SUFFIXES and not is_temp_name(path.name) and (path.is_file() or path.is_symlink()):
-            found.append(path.relative_to(root).as_posix())
-    return sorted(found)
+    if not base.is_dir() or base.is_symlink():
+        return [], []
+    mine: list[str] = []
+    others: list[str] = []
+    for path in walk.files_under(base):
+        if path.suffix in GOLDEN_SUFFIXES and not is_temp_name(path.name):
+            (mine if ours(path) else others).append(path.relative_to(root).as_posix())
+    return sorted(mine), sorted(others)
 
 
 def plan(root: Path, result: RenderResult) -> GoldenPlan:
@@ -97,7 +144,9 @@ def plan(root: Path, result: RenderResult) -> GoldenPlan:
             p.create.append(rel)
         elif path.read_bytes() != content.encode("utf-8"):
             p.update.append(rel)
-    p.delete = [rel for rel in existing_golden(root, gdir) if rel not in p.wanted]
+    mine, others = existing_golden(root, gdir)
+    p.delete = [rel for rel in mine if rel not in p.wanted]
+    p.foreign = [rel for rel in others if rel not in p.wanted]
     return p
 
 
@@ -137,15 +186,21 @@ def apply(p: GoldenPlan) -> None:
         while parent != top and parent.is_dir() and not any(parent.iterdir()):
             parent.rmdir()
             parent = parent.parent
-    remove_stale_temps(p.root / p.golden_dir)
 
 
 def run_golden(root: Path, check: bool) -> int:
     """Render ``root`` and sync (or, with ``check``, compare) its golden files; returns the exit code."""
+    golden_dir_of(root)  # refuse an overlapping golden dir before anything else
     result = render_repo(root, RenderOptions())
     print_diagnostics(result.warnings)
     p = plan(root, result)
     shown = "" if root == Path(".") else f"{root.as_posix().rstrip('/')}/"
+    for rel in p.foreign:
+        print(f"toporender golden: {shown}{rel} was not written by toporender (no golden header); left in place, "
+              "remove it yourself if it is stale", file=sys.stderr)
+    if not check:
+        remove_stale_temps(p.root / p.golden_dir)
+        remove_stale_temps(p.root, recursive=False)
     if not p.changed:
         return 0
     if check:

@@ -6,13 +6,13 @@ escape the repo (as Argo CD does for symlinks) and returns documents with source
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from toporender.errors import DiagnosticSink, Position, UserError, fail
+from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
+from toporender.load import walk
 from toporender.load.model_errors import parse
 from toporender.load.models import GroupSpec, RepoConfig, ResourceSpec, WorkflowDocument
 from toporender.load.yaml_source import Document, Loc, load_file
@@ -21,6 +21,8 @@ CONFIG_FILE = "toporender.yaml"
 MAX_WORKFLOW_FILES = 10_000
 MAX_INPUT_BYTES = 2 * 1024 * 1024
 MAX_INPUT_VALUES = 100_000
+MAX_TOTAL_BYTES = 256 * 1024 * 1024
+"""All workflow files of one repo together; with the per-file caps this bounds what a render reads."""
 
 
 @dataclass(frozen=True)
@@ -115,20 +117,24 @@ def inside(root: Path, path: Path) -> bool:
 
 
 def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:
-    """Repo-relative POSIX paths matching ``patterns``, sorted, without files outside the repo."""
-    found: set[str] = set()
+    """Repo-relative POSIX paths of the regular files matching ``patterns``, sorted (:mod:`toporender.load.walk`).
+
+    A match that is not a readable regular file inside the repo is an error at its path, never skipped."""
     for pattern in patterns:
         if os.path.isabs(pattern) or ".." in Path(pattern).parts:
             raise fail(f"workflow pattern {pattern!r} must be relative to the repo and stay inside it",
                        Position(CONFIG_FILE))
-        for hit in glob.glob(pattern, root_dir=root, recursive=True):
-            rel = Path(hit).as_posix()
-            if rel not in exclude and (root / rel).is_file():
-                found.add(rel)
-    if len(found) > MAX_WORKFLOW_FILES:
+    try:
+        found = walk.find(root, patterns, exclude)
+    except walk.TooManyEntries:
+        raise fail(f"the workflow folders hold more than {walk.MAX_ENTRIES} entries; narrow 'workflows:' to the "
+                   "folders that hold workflows", Position(CONFIG_FILE)) from None
+    if found.problems:
+        raise UserError(Diagnostic(message, Position(rel)) for rel, message in sorted(found.problems.items()))
+    if len(found.files) > MAX_WORKFLOW_FILES:
         raise fail(f"more than {MAX_WORKFLOW_FILES} workflow files matched; narrow 'workflows:'",
                    Position(CONFIG_FILE))
-    return sorted(found)
+    return sorted(found.files)
 
 
 def load_repo(root: Path) -> Repo:
@@ -147,11 +153,16 @@ def load_repo(root: Path) -> Repo:
     config = load_config(config_doc)
     sink = DiagnosticSink()
     workflows: list[WorkflowFile] = []
+    total = 0
     for rel in discover(root, config.workflows, {CONFIG_FILE}):
         path = root / rel
         if not inside(root, path):
             sink.error("symlink points outside the repo; copy the file into the repo instead", Position(rel))
             continue
+        total += path.stat().st_size
+        if total > MAX_TOTAL_BYTES:
+            raise fail(f"the workflow files add up to more than {MAX_TOTAL_BYTES // 2**20} MiB; split the repo "
+                       "into several (one Argo CD application each)", Position(rel))
         try:
             workflows.append(load_workflow(single_document(path, rel)))
         except UserError as err:

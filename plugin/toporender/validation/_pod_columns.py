@@ -50,8 +50,9 @@ def pod_columns(pods: list[dict[str, Any]]) -> PodColumns | None:
         return None
     if "" in namespaces:
         namespaces = [ns or None for ns in namespaces]
-    names = list(map(dict.get, metas, repeat("name")))
+    names: list[Any] = list(map(dict.get, metas, repeat("name")))
     strings = set(map(type, names)) <= {str}
+    sizes = list(map(len, names)) if strings else []
     return PodColumns(
         pods=pods,
         metas=metas,
@@ -61,5 +62,5 @@ def pod_columns(pods: list[dict[str, Any]]) -> PodColumns | None:
         annotations=annotations,
         schedulers=list(map(dict.get, specs, repeat("schedulerName"))),
         label_keys=set().union(*labels),
-        names_are_strings=strings and (not names or (min(map(len, names)) > 0 and max(map(len, names)) <= 253)),
+        names_are_strings=strings and (not sizes or (min(sizes) > 0 and max(sizes) <= 253)),
     )
