@@ -110,9 +110,23 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
         files.append(RenderedFile(src, objs))
         owners.extend(gang for gang, group_objs, pods in items for _ in range(len(group_objs) + len(pods)))
     result = RenderResult(files, sink.warnings, lock)
-    check_identities((f.source, f.objects) for f in result.files)
-    verify_output(repo, result.objects, owners)
+    objects = result.objects
+    check_identities(objects, lambda i: _origin(repo, objects[i], owners[i]))
+    verify_output(repo, objects, owners)
     return result
+
+
+def _origin(repo: Repo, obj: dict[str, Any], owner: Gang | None) -> tuple[str, Position | None]:
+    """The file that produced ``obj`` and the position of its task (a Pod) or group (anything else)."""
+    if owner is None:
+        return CONFIG_FILE, repo.config_doc.pos(("pools",))
+    if obj.get("kind") == "Pod":
+        name = obj.get("metadata", {}).get("name")
+        for j, task in enumerate(owner.tasks):
+            if task.pod_name == name:
+                loc = owner.loc + ("tasks", j) if "groups" in owner.loc else owner.loc
+                return owner.source, owner.workflow.pos(loc)
+    return owner.source, owner.pos
 
 
 def kai_schema_version(config: RepoConfig) -> str:

@@ -1,12 +1,14 @@
 """Hostile and broken input: every case exits 1 with a clean message, prints nothing on
 stdout, shows no traceback and finishes within 2 s as a whole process (on a machine slower than
-the one the bound was set on, within ten ordinary renders, timed in the same session)."""
+the one the bound was set on, within ten ordinary renders, timed in the same session), and its peak
+RSS stays under 200 MiB (the child's own ``ru_maxrss``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -163,6 +165,70 @@ def _(root: Path) -> None:
     put(root, {"toporender.yaml": CONFIG + "workflows: ['../**/*.yaml']\n"})
 
 
+@case("inventory-alias-bomb", "alias bomb")
+def _(root: Path) -> None:
+    lines = ["apiVersion: toporender.dev/v1alpha1", "kind: NodeInventory",
+             "a0: &a0 [{name: n, gpus: 1, labels: {nvidia.com/gpu.clique: c}}]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 25)]
+    put(root, {"toporender.yaml": CONFIG + "inventory: nodes.yaml\n", "nodes.yaml": "\n".join(lines) + "\nnodes: *a24\n",
+               "workflows/a.yaml": WF})
+
+
+@case("inventory-absurd-gpus", "more than any node has")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG + "inventory: nodes.yaml\n", "workflows/a.yaml": WF,
+               "nodes.yaml": "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
+                             "- {name: n, gpus: 1000000000000000000000000000000, labels: {nvidia.com/gpu.clique: c}}\n"})
+
+
+@case("template-percent-width-bomb", "format width or precision over")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ '%0999999999d' % 1 }}\""), "workflows/a.yaml": WF})
+
+
+@case("template-format-filter-bomb", "format width or precision over")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ '%999999999s'|format('x') }}\""), "workflows/a.yaml": WF})
+
+
+@case("template-str-format-bomb", "format width or precision over")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ '{:>999999999}'.format('x') }}\""), "workflows/a.yaml": WF})
+
+
+@case("template-replace-bomb", "replace() result over")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ ('x' * 100000).replace('x', 'y' * 100000) }}\""),
+               "workflows/a.yaml": WF})
+
+
+@case("template-mutates-tasks", "unsafe")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": group_template("\"{{ TASKS.append(1) }}\""), "workflows/a.yaml": WF})
+
+
+@case("workflow-is-a-pipe", "is a named pipe")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF})
+    os.mkfifo(root / "workflows" / "b.yaml")
+
+
+@case("workflow-link-dangles", "points nowhere")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF})
+    (root / "workflows" / "b.yaml").symlink_to("missing.yaml")
+
+
+@case("gpu-base-60", "base-60 number")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: 1:30}\n"})
+
+
+@case("gpu-boolean", "is a boolean, not a quantity")
+def _(root: Path) -> None:
+    put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: yes}\n"})
+
+
 @case("binary-garbage", "")
 def _(root: Path) -> None:
     put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": bytes(range(256)) * 4})
@@ -185,14 +251,34 @@ def test_hostile_input(name: str, tmp_path: Path, time_bound: float) -> None:
     build(root)
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     env.pop("TOPORENDER_DEBUG", None)
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "toporender", "render", str(root)], capture_output=True,
-                          text=True, env=env, timeout=30)
-    elapsed = time.monotonic() - start
-    assert proc.returncode == 1, proc.stderr
-    assert proc.stdout == ""
-    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
-    assert expect in proc.stderr, proc.stderr
-    first = proc.stderr.splitlines()[0]
+    returncode, stdout, stderr, elapsed, peak_mib = _run(root, env)
+    assert returncode == 1, stderr
+    assert stdout == ""
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    assert expect in stderr, stderr
+    first = stderr.splitlines()[0]
     assert first.count(":") >= 3, f"no path:line:col in {first!r}"
     assert elapsed < time_bound, f"took {elapsed:.2f} s (bound {time_bound:.2f} s)"
+    assert peak_mib < MAX_RSS_MIB, f"peak RSS {peak_mib:.0f} MiB (bound {MAX_RSS_MIB} MiB)"
+
+
+MAX_RSS_MIB = 200
+
+
+def _run(root: Path, env: dict[str, str]) -> tuple[int, str, str, float, float]:
+    """``toporender render root`` as a whole process: exit code, stdout, stderr, wall seconds, peak RSS (MiB)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "toporender", "render", str(root)], stdout=out, stderr=err,
+                                env=env)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            raise
+        elapsed = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
+                elapsed, usage.ru_maxrss / 1024)

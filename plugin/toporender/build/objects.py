@@ -22,7 +22,7 @@ from toporender.build.templates.apply import (
     pod_templates,
     render_group_templates,
 )
-from toporender.errors import Diagnostic, DiagnosticSink, UserError
+from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError
 from toporender.expand.gangs import Gang
 from toporender.load.repo import Repo
 
@@ -123,24 +123,25 @@ def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
     obj["metadata"].setdefault("annotations", {}).update(annotations)
 
 
-def check_identities(files: Iterable[tuple[str, list[dict[str, Any]]]]) -> None:
-    """Two objects with one identity would silently overwrite each other when applied."""
-    seen: dict[tuple[str, str, str, str], str] = {}
+def check_identities(objects: list[dict[str, Any]], where: Callable[[int], tuple[str, Position | None]]) -> None:
+    """Two objects with one identity would silently overwrite each other when applied.
+
+    ``where(i)`` names what produced object ``i`` (its file, and the task or group's position), so both
+    places are in the message."""
+    seen: dict[tuple[str, str, str, str], int] = {}
     errors: list[Diagnostic] = []
-    count = 0
-    for source, objects in files:
-        for o in objects:
-            count += 1
-            meta = o.get("metadata", {})
-            ident = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace", "")),
-                     str(meta.get("name")))
-            if ident in seen:
-                errors.append(Diagnostic(
-                    f"{ident[1]} '{ident[3]}' is rendered twice (also from {seen[ident]}); rename the workflow, group "
-                    "or task so the generated names differ"))
-            seen.setdefault(ident, source)
-    if count > MAX_OBJECTS:
-        errors.append(Diagnostic(f"the repo renders {count} objects, more than the limit of {MAX_OBJECTS}; "
+    for i, o in enumerate(objects):
+        meta = o.get("metadata", {})
+        ident = (str(o.get("apiVersion")), str(o.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
+        first = seen.setdefault(ident, i)
+        if first != i:
+            source, pos = where(i)
+            other, other_pos = where(first)
+            errors.append(Diagnostic(
+                f"{ident[1]} '{ident[3]}' is rendered twice: also from {other_pos or other}; rename the workflow, "
+                "group or task so the generated names differ", pos or Position(source)))
+    if len(objects) > MAX_OBJECTS:
+        errors.append(Diagnostic(f"the repo renders {len(objects)} objects, more than the limit of {MAX_OBJECTS}; "
                                  "split it into several Argo CD applications"))
     if errors:
         raise UserError(errors)

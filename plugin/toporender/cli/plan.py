@@ -23,9 +23,13 @@ def inventory_cmd() -> None:
 @guarded("inventory import")
 def import_cmd(source: str) -> None:
     """Turn `kubectl get nodes -o yaml|json` output (FILE or - for stdin) into the compact, sorted form."""
-    from toporender.placement.inventory import import_inventory
+    from toporender.placement.inventory import MAX_INVENTORY_BYTES, import_inventory, read_inventory_file, value_budget
 
-    docs = load_text(read_stdin(), "<stdin>") if source == "-" else load_file(Path(source), source)
+    if source == "-":
+        text = read_stdin()
+        docs = load_text(text, "<stdin>", max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
+    else:
+        docs = read_inventory_file(Path(source), source)
     out = import_inventory(docs)
     click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False), nl=False)
 

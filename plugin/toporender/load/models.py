@@ -94,6 +94,14 @@ class ResourceSpec(Strict):
     nodesExcluded: list[Annotated[str, Field(max_length=253)]] = Field(default_factory=list, max_length=10_000)
     topology: list[TopologyRequirement] = Field(default_factory=list, max_length=16)
 
+    @field_validator("cpu", "gpu", "memory", "storage", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError(f"{str(v).lower()} is a boolean, not a quantity (YAML reads unquoted yes, no, true, "
+                             "false, on, off as booleans); write a number")
+        return v
+
     @field_validator("memory", "storage")
     @classmethod
     def _bounded(cls, v: str | int | None) -> str | int | None:

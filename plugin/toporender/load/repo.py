@@ -6,6 +6,7 @@ escape the repo (as Argo CD does for symlinks) and returns documents with source
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -66,13 +67,23 @@ class WorkflowFile:
             ]
         assert wf.tasks is not None
         return [
-            WorkflowGroup(GroupSpec(name=f"{t.name}-group", tasks=[t]), ("workflow", "tasks", i),
+            WorkflowGroup(GroupSpec(name=bare_group_name(t.name), tasks=[t]), ("workflow", "tasks", i),
                           (("workflow", "tasks", i),))
             for i, t in enumerate(wf.tasks)
         ]
 
     def pos(self, loc: Loc) -> Position:
         return self.doc.pos(loc)
+
+
+def bare_group_name(task: str) -> str:
+    """The group a task listed without groups gets: ``<task>-group``, or, where that is over 63 characters,
+    the task's name cut short with a hash of the whole name, so two long names never meet."""
+    name = f"{task}-group"
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(task.encode()).hexdigest()[:8]
+    return f"{task[:63 - len('-group') - 9].rstrip('-_.')}-{digest}-group"
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,6 @@ def _walk(root: Path, real_root: Path, base: Path, prefix: list[str], patterns: 
             rel = "/".join(sub)
             if any(matches(sub, p) for p in patterns) and rel not in exclude:
                 _classify(Path(entry.path), rel, real_root, found)
-                continue
             try:
                 is_dir = entry.is_dir()
             except OSError:

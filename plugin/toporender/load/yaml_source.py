@@ -37,6 +37,7 @@ _SCALAR_TAGS = {
     "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
     "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
 }
+_NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 # Timestamps stay strings: Kubernetes treats them as strings and JSON has no date type.
 _STRING_TAGS = {_STR, "tag:yaml.org,2002:timestamp", "!"}
 _MAP_TAGS = {"tag:yaml.org,2002:map", None, "!"}
@@ -127,7 +128,14 @@ class _Builder:
             value = self.plain.get(event.value, _NO_KEY)
             if value is not _NO_KEY:
                 return value
-            value = self.construct(_RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit), event)
+            resolved = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+            if resolved in _NUMBER_TAGS and ":" in event.value:
+                raise self.err(
+                    f"{event.value!r} is a YAML 1.1 base-60 number (it would read as "
+                    f"{self.construct(resolved, event)}); quote it if you mean text, or write the number",
+                    event.start_mark,
+                )
+            value = self.construct(resolved, event)
             self.plain[event.value] = value
             return value
         if tag == "!":

@@ -136,6 +136,10 @@ def _int(doc: Document, loc: Loc, value: Any, what: str, diags: list[Diagnostic]
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         diags.append(Diagnostic(f"{what} must be a non-negative integer, got {value!r}", doc.pos(loc)))
         return default
+    if value > MAX_NODE_GPUS:
+        diags.append(Diagnostic(f"{what} {value} is more than any node has (at most {MAX_NODE_GPUS}); fix the "
+                                "count", doc.pos(loc)))
+        return default
     return value
 
 
@@ -175,7 +179,8 @@ def _plain_compact_node(raw: Any) -> Node | None:
     name = raw.get("name")
     gpus = raw.get("gpus")
     labels = raw.get("labels")
-    if (type(name) is not str or not name or type(gpus) is not int or gpus < 0 or type(labels) is not dict
+    if (type(name) is not str or not name or type(gpus) is not int or not 0 <= gpus <= MAX_NODE_GPUS
+            or type(labels) is not dict
             or not _all_strings(labels)):
         return None
     return Node(name, labels, gpus)
@@ -289,11 +294,31 @@ def _read(documents: Iterable[Document]) -> tuple[list[Node], NodePositions]:
     return nodes, positions
 
 
+MAX_INVENTORY_BYTES = 256 * 1024 * 1024
+MAX_NODE_GPUS = 4096
+"""More GPUs than any node has; a larger count is a typo (and would size the packer's tables)."""
+
+
+def value_budget(size: int) -> int:
+    """How many YAML values an inventory file of ``size`` bytes may hold once its aliases are expanded.
+
+    A node takes at least a few bytes per value even in the compact form (about 8 in practice), so a
+    quarter of the size leaves room for every real inventory, a 1,000,000-GPU one included, while a small
+    file of nested aliases (a billion laughs) is refused after a few thousand values instead of gigabytes."""
+    return size // 4 + 10_000
+
+
+def read_inventory_file(path: Path, display: str) -> list[Document]:
+    """The documents of an inventory file, within the inventory's size and alias budget."""
+    from toporender.load.yaml_source import load_text, read_text
+
+    text = read_text(path, display, MAX_INVENTORY_BYTES)
+    return load_text(text, display, max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
+
+
 def load_inventory(path: Path, display: str) -> Inventory:
     """Load an inventory file; ``display`` is the path shown in messages."""
-    from toporender.load.yaml_source import load_file
-
-    docs = load_file(path, display)
+    docs = read_inventory_file(path, display)
     nodes, positions = _read(docs)
     if not nodes:
         raise fail("inventory lists no nodes", docs[0].pos() if docs else Position(display))

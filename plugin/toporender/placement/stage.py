@@ -32,8 +32,6 @@ PLAN_HASH = "toporender.dev/plan-hash"
 REASON = "toporender.dev/unplaceable-reason"
 INTENDED_DOMAIN = "toporender.dev/intended-domain"
 INTENDED_NODE = "toporender.dev/intended-node"
-MAX_INVENTORY_BYTES = 256 * 1024 * 1024
-MAX_INVENTORY_VALUES = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,7 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     Finding a position in the config may mean a second, exact pass over it, so it is looked up only when a
     message needs one.
     """
-    from toporender.placement.inventory import inventory_from_documents
+    from toporender.placement.inventory import inventory_from_documents, read_inventory_file
 
     if docs is not None:
         if "<documents>" not in cache:
@@ -123,8 +121,7 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
             raise fail(f"inventory {path!r} must be a path inside the repo", where())
         if not target.is_file():
             raise fail(f"inventory file {path!r} not found", where())
-        docs_on_disk = load_file(target, path, max_bytes=MAX_INVENTORY_BYTES, max_nodes=MAX_INVENTORY_VALUES)
-        cache[path] = inventory_from_documents(docs_on_disk, path)
+        cache[path] = inventory_from_documents(read_inventory_file(target, path), path)
     return cache[path]
 
 

@@ -33,35 +33,116 @@ class TemplateFailure(Exception):
 
 _MAX_SEQUENCE = 100_000
 _RENDER_SECONDS = 0.5
+_MAX_WIDTH = 10_000
+# A printf-style conversion's width and precision (``*`` takes them from the arguments).
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_STR_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+
+
+def _refuse(message: str) -> Any:
+    from jinja2.exceptions import SecurityError
+
+    return SecurityError(message)
+
+
+def _check_percent(fmt: Any) -> None:
+    """Refuse a printf-style format whose width or precision would build a huge string in one C call."""
+    if not isinstance(fmt, str):
+        return
+    for match in _PERCENT_SPEC.finditer(fmt):
+        for size in match.groups():
+            if size == "*" or (size is not None and int(size) > _MAX_WIDTH):
+                raise _refuse(f"a format width or precision over {_MAX_WIDTH} refused")
+
+
+def _check_brace(fmt: Any) -> None:
+    """The same for ``str.format`` fields (``{:>999999999}``), including widths taken from arguments."""
+    if not isinstance(fmt, str):
+        return
+    import string
+
+    try:
+        fields = list(string.Formatter().parse(fmt))
+    except ValueError:
+        return  # str.format itself refuses it with its own message
+    for _, _, spec, _ in fields:
+        if spec and ("{" in spec or any(int(n) > _MAX_WIDTH for n in re.findall(r"\d+", spec))):
+            raise _refuse(f"a format width or precision over {_MAX_WIDTH}, or one taken from an argument, refused")
+
+
+def _check_width(*args: Any) -> None:
+    if any(isinstance(a, int) and not isinstance(a, bool) and a > _MAX_WIDTH for a in args):
+        raise _refuse(f"a width over {_MAX_WIDTH} refused")
 
 
 @lru_cache(maxsize=1)
 def _env() -> Any:
     """The sandboxed environment, imported on first use: most renders have no templates.
 
-    Besides Jinja's sandbox (no private attributes, bounded ``range``), ``*`` and ``**`` are
-    intercepted so ``{{ 'x' * 10**9 }}`` cannot exhaust memory.
+    Besides Jinja's sandbox (no private attributes, bounded ``range``), the immutable one: a template cannot
+    change ``TASKS`` or any other value that later templates and pods see. ``*``, ``**`` and ``%``, the
+    formatting methods and filters that size their output from an argument are bounded, so
+    ``{{ 'x' * 10**9 }}`` or ``{{ '%0999999999d' % 1 }}`` cannot exhaust memory in one C call.
     """
     from jinja2 import StrictUndefined
     from jinja2.exceptions import SecurityError
-    from jinja2.sandbox import SandboxedEnvironment
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    class BoundedSandbox(SandboxedEnvironment):
-        intercepted_binops = frozenset({"*", "**"})
+    class BoundedSandbox(ImmutableSandboxedEnvironment):
+        intercepted_binops = frozenset({"*", "**", "%"})
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
                 raise SecurityError("exponent larger than 64 refused")
+            if operator == "%":
+                _check_percent(left)
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > _MAX_SEQUENCE:
                         raise SecurityError(f"repeating a sequence past {_MAX_SEQUENCE} items refused")
             return super().call_binop(context, operator, left, right)
 
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            owner = getattr(__obj, "__self__", None)
+            if isinstance(owner, str):
+                name = getattr(__obj, "__name__", "")
+                if name in _STR_WIDTH_METHODS:
+                    _check_width(*args, *kwargs.values())
+                elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+                    count = owner.count(args[0]) if args[0] else len(owner) + 1
+                    if len(owner) + count * (len(args[1]) - len(args[0])) > _MAX_RENDERED:
+                        raise SecurityError(f"a replace() result over {_MAX_RENDERED} characters refused")
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def wrap_str_format(self, value: Any) -> Any:
+            owner = getattr(value, "__self__", None)
+            if getattr(value, "__name__", "") in ("format", "format_map"):
+                _check_brace(owner)
+            return super().wrap_str_format(value)
+
     env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    format_filter = env.filters["format"]
+
+    def bounded_format(value: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_percent(value)
+        return format_filter(value, *args, **kwargs)
+
+    env.filters["format"] = bounded_format
+    for name in ("center", "indent", "wordwrap"):
+        env.filters[name] = _bounded_filter(env.filters[name])
     env.globals.clear()
     env.globals["range"] = lambda *args: _bounded_range(*args)
     return env
+
+
+def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter whose numeric arguments (widths) are bounded before it runs."""
+
+    def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_width(*args, *kwargs.values())
+        return fn(value, *args, **kwargs)
+
+    return bounded
 
 
 def _bounded_range(*args: int) -> range:
@@ -119,8 +200,19 @@ def _compile(text: str) -> Callable[[Mapping[str, Any]], Any]:
 
 
 def _jsonable(value: Any, path: Loc) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
+    """``value`` as plain JSON data. A ``str`` subclass (Jinja's ``Markup`` from ``tojson``, ``safe`` or
+    ``escape``) becomes a plain ``str``: emitters dispatch on exact types, and YAML would write a subclass as
+    something else."""
+    if value is None or type(value) in (bool, int, float, str):
         return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
     if isinstance(value, (list, tuple)):
         return [_jsonable(v, path) for v in value]
     if isinstance(value, dict):
