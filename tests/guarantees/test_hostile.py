@@ -170,15 +170,15 @@ def _(root: Path) -> None:
     lines = ["apiVersion: toporender.dev/v1alpha1", "kind: NodeInventory",
              "a0: &a0 [{name: n, gpus: 1, labels: {nvidia.com/gpu.clique: c}}]"]
     lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 25)]
-    put(root, {"toporender.yaml": CONFIG + "inventory: nodes.yaml\n", "nodes.yaml": "\n".join(lines) + "\nnodes: *a24\n",
-               "workflows/a.yaml": WF})
+    put(root, {"toporender.yaml": CONFIG + "inventory: nodes.yaml\n", "workflows/a.yaml": WF,
+               "nodes.yaml": "\n".join(lines) + "\nnodes: *a24\n"})
 
 
 @case("inventory-absurd-gpus", "more than any node has")
 def _(root: Path) -> None:
     put(root, {"toporender.yaml": CONFIG + "inventory: nodes.yaml\n", "workflows/a.yaml": WF,
-               "nodes.yaml": "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
-                             "- {name: n, gpus: 1000000000000000000000000000000, labels: {nvidia.com/gpu.clique: c}}\n"})
+               "nodes.yaml": "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n- {name: n, "
+                             "gpus: 1000000000000000000000000000000, labels: {nvidia.com/gpu.clique: c}}\n"})
 
 
 @case("template-percent-width-bomb", "format width or precision over")
