@@ -94,6 +94,8 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     gangs = _expand(repo, options, sink)
     pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects)
     built = build_gangs(repo, gangs, sink)
+    if repo.config.policy.pod_security == "restricted":
+        check_restricted(repo, built)
     lock = pack_stage(repo, built, inventory=options.inventory, inventory_docs=inventory_docs,
                       strict=options.strict, sink=sink)
 
@@ -127,6 +129,25 @@ def _origin(repo: Repo, obj: dict[str, Any], owner: Gang | None) -> tuple[str, P
                 loc = owner.loc + ("tasks", j) if "groups" in owner.loc else owner.loc
                 return owner.source, owner.workflow.pos(loc)
     return owner.source, owner.pos
+
+
+def check_restricted(repo: Repo, built: list[BuiltGang]) -> None:
+    """Every Pod meets what the "restricted" Pod Security Standard requires, at the task that made it."""
+    from toporender.build.templates.security import forbidden, restricted_missing
+
+    errors = []
+    for gang, _, pods in built:
+        for pod in pods:
+            problems = restricted_missing(pod) + forbidden(pod, "restricted")
+            if problems:
+                _, pos = _origin(repo, pod, gang)
+                path, message = problems[0]
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                errors.append(Diagnostic(
+                    f"Pod '{pod['metadata']['name']}': {'.'.join(map(str, path))} {message}{more}; set it in a pod "
+                    "template of the pool, or lower policy.pod_security in toporender.yaml", pos))
+    if errors:
+        raise UserError(errors)
 
 
 def kai_schema_version(config: RepoConfig) -> str:

@@ -282,6 +282,24 @@ class PoolConfig(Strict):
     platforms: dict[Name, PlatformConfig] = Field(default_factory=dict)
 
 
+DEFAULT_ALLOWED_KINDS = (
+    "ConfigMap", "Secret", "Service", "PersistentVolumeClaim",
+    "ResourceClaim.resource.k8s.io", "ResourceClaimTemplate.resource.k8s.io",
+    "ComputeDomain.resource.nvidia.com",
+    "PodGroup.scheduling.run.ai", "PodGroup.scheduling.sigs.k8s.io", "PodGroup.scheduling.volcano.sh",
+)
+
+
+class Policy(Strict):
+    """What the repo's templates may create (``policy:`` in ``toporender.yaml``; see docs/security.md)."""
+
+    allowed_kinds: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOWED_KINDS), max_length=1000)
+    """Kinds a group template may render, as ``Kind`` (core group) or ``Kind.group``; ``*`` allows any."""
+    pod_security: Literal["baseline", "restricted", "privileged"] = "baseline"
+    """The Kubernetes Pod Security Standard every rendered Pod meets."""
+
+
 class RepoConfig(Strict):
     """``toporender.yaml``: where workflows live and how each pool renders them."""
 
@@ -300,6 +318,7 @@ class RepoConfig(Strict):
     pools: dict[Name, PoolConfig] = Field(min_length=1)
     pod_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     group_templates: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+    policy: Policy = Policy()
 
     @field_validator("submitted_by")
     @classmethod

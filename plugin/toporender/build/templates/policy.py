@@ -1,9 +1,9 @@
 """What templates may be and what their rendered output may do.
 
-A group template is a whole Kubernetes object and a pod template a partial Pod (:func:`check_templates`,
-before anything renders). Rendered, neither may set labels or annotations the renderer owns, nor a
-namespace other than the workflow's; a pod template may not set the pod's name or its scheduler
-(:func:`police_pod_patch`).
+A group template is a whole Kubernetes object of a kind the repo's policy allows, and a pod template a
+partial Pod within the repo's Pod Security Standard (:func:`check_templates`, before anything renders).
+Rendered, neither may set labels or annotations the renderer owns, nor a namespace other than the
+workflow's; a pod template may not set the pod's name or its scheduler (:func:`police_pod_patch`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from toporender.build.templates.security import forbidden
 from toporender.errors import DiagnosticSink, Position
 from toporender.load.models import RepoConfig
 from toporender.load.yaml_source import Document, Loc
@@ -25,6 +26,7 @@ def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> 
     if not config.group_templates and not config.pod_templates:
         return
     from toporender.build.templates.fields import group_template_fields, pod_template_fields
+    from toporender.build.templates.security import kind_allowed
 
     for name, tmpl in config.group_templates.items():
         loc: Loc = ("group_templates", name)
@@ -38,6 +40,14 @@ def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> 
             continue
         for path, message in group_template_fields(tmpl):
             sink.error(f"group template '{name}': {'.'.join(map(str, path))}: {message}", doc.pos(loc + path))
+        if not kind_allowed(tmpl["apiVersion"], tmpl["kind"], config.policy.allowed_kinds):
+            group = tmpl["apiVersion"].rpartition("/")[0]
+            entry = f"{tmpl['kind']}.{group}" if group else tmpl["kind"]
+            sink.error(f"group template '{name}' renders a {tmpl['kind']} ({tmpl['apiVersion']}), which the repo's "
+                       f"policy does not allow; a platform owner who means it adds '{entry}' to policy.allowed_kinds "
+                       "(see docs/security.md)", doc.pos(loc + ("kind",)))
+        elif tmpl["kind"] == "Pod" and tmpl["apiVersion"] == "v1":
+            _pod_security(f"group template '{name}'", tmpl, loc, config, doc, sink)
     for name, tmpl in config.pod_templates.items():
         loc = ("pod_templates", name)
         extra = sorted(set(tmpl) - {"metadata", "spec"})
@@ -50,6 +60,14 @@ def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> 
         if isinstance(tmpl.get("spec"), dict):
             for path, message in pod_template_fields(tmpl):
                 sink.error(f"pod template '{name}': {'.'.join(map(str, path))}: {message}", doc.pos(loc + path))
+        _pod_security(f"pod template '{name}'", tmpl, loc, config, doc, sink)
+
+
+def _pod_security(what: str, pod: dict[str, Any], loc: Loc, config: RepoConfig, doc: Document,
+                  sink: DiagnosticSink) -> None:
+    for path, message in forbidden(pod, config.policy.pod_security):
+        sink.error(f"{what}: {'.'.join(map(str, path))}: {message}; a platform owner who means it sets "
+                   "policy.pod_security in toporender.yaml (see docs/security.md)", doc.pos(loc + path))
 
 
 def reserved(key: str) -> bool:
