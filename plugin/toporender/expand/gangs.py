@@ -72,10 +72,10 @@ class Gang:
     @cached_property
     def labels(self) -> Mapping[str, str]:
         """Labels we put on every object of the gang (ours win over templates); read-only, shared."""
-        return MappingProxyType({
-            "toporender.dev/workflow": self.workflow.name,
-            "toporender.dev/group": self.name,
-        })
+        labels = {"toporender.dev/workflow": self.workflow.name, "toporender.dev/group": self.name}
+        if self.workflow.spec.workflow.run != 1:
+            labels["toporender.dev/run"] = str(self.workflow.spec.workflow.run)
+        return MappingProxyType(labels)
 
 
 def resolve_namespace(config: RepoConfig, override: str | None) -> str:
@@ -166,7 +166,7 @@ def _check_names(wf: WorkflowFile, sink: DiagnosticSink) -> None:
 def _task(t: TaskSpec, wf: WorkflowFile, group_uuid: uuid.UUID) -> Task:
     label = dns_label(t.name)
     return Task(spec=t, resource=wf.resources.get(t.resource) or ResourceSpec(),
-                uuid=uid_text(group_uuid, normalize(t.name)), pod_name=dns_label(f"{wf.name}-{t.name}"),
+                uuid=uid_text(group_uuid, normalize(t.name)), pod_name=dns_label(f"{wf.run_name}-{t.name}"),
                 hostname=label, container=label)
 
 
@@ -188,7 +188,7 @@ def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
         if pool_name is None:
             continue
         pool_cfg = repo.config.pools[pool_name]
-        wf_uuid = workflow_uuid(ns, wf.name)
+        wf_uuid = workflow_uuid(ns, wf.run_name)
         for group in wf.groups():
             errors = len(sink.errors)
             topo = expand_group(wf, group, pool_name, pool_cfg, sink)
@@ -196,7 +196,7 @@ def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
                 continue
             g_uuid = uid(wf_uuid, normalize(group.spec.name))
             tasks = tuple(_task(t, wf, g_uuid) for t in group.spec.tasks)
-            service = dns1035_label(f"{wf.name}-{group.spec.name}") if len(tasks) > 1 else None
+            service = dns1035_label(f"{wf.run_name}-{group.spec.name}") if len(tasks) > 1 else None
             gangs.append(Gang(wf.source, wf, group.spec.name, str(g_uuid), str(wf_uuid), ns, pool_name, pool_cfg,
                               tasks, topo, service, group.loc))
     return gangs

@@ -204,6 +204,9 @@ class WorkflowSpec(Strict):
     tasks: list[TaskSpec] | None = Field(default=None, min_length=1)
     resources: dict[Name, ResourceSpec] | None = None
     timeout: TimeoutSpec = Field(default_factory=lambda: TimeoutSpec())
+    run: Annotated[int, Field(ge=1, le=999_999)] = 1
+    """The run key: bumping it gives every object of the workflow a new identity, so a finished workflow runs
+    again under its own name (toporender's own field; OSMO submits a new run instead)."""
 
     @model_validator(mode="after")
     def _groups_or_tasks(self) -> WorkflowSpec:

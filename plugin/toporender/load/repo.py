@@ -48,6 +48,12 @@ class WorkflowFile:
     def name(self) -> str:
         return self.spec.workflow.name
 
+    @property
+    def run_name(self) -> str:
+        """The name identities derive from: the workflow's name, and ``-r<run>`` for runs after the first."""
+        run = self.spec.workflow.run
+        return self.name if run == 1 else f"{self.name}-r{run}"
+
     @cached_property
     def resources(self) -> dict[str, ResourceSpec]:
         res = self.spec.resources if self.spec.resources is not None else self.spec.workflow.resources

@@ -73,7 +73,7 @@ def template_object_labels(gang: Gang, config: RepoConfig) -> dict[str, str]:
     if config.submitted_by is not None:
         labels["toporender.dev/submitted-by"] = config.submitted_by
     if config.osmo_labels:
-        labels.update({"osmo.workflow_id": gang.workflow.name, "osmo.workflow_uuid": gang.workflow_uuid,
+        labels.update({"osmo.workflow_id": gang.workflow.run_name, "osmo.workflow_uuid": gang.workflow_uuid,
                        "osmo.group_name": gang.name, "osmo.group_uuid": gang.uuid})
         if config.submitted_by is not None:
             labels["osmo.submitted_by"] = config.submitted_by
@@ -84,7 +84,7 @@ def group_variables(gang: Gang, config: RepoConfig) -> dict[str, Any]:
     """Variables of group templates; pod templates add the task's own on top."""
     tasks = [task_variables(gang, t) for t in gang.tasks]
     variables: dict[str, Any] = {
-        "WF_ID": gang.workflow.name,
+        "WF_ID": gang.workflow.run_name,
         "WF_UUID": gang.workflow_uuid,
         "WF_GROUP_NAME": gang.name,
         "WF_GROUP_UUID": gang.uuid,
