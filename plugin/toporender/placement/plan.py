@@ -158,6 +158,20 @@ def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
     return digest.hexdigest()
 
 
+def gang_hash(levels: tuple[str, ...], gang: GangPlacement) -> str:
+    """sha256 of one gang's own plan: the levels, its key and GPUs, and its pod -> node map (or, unplaced, its
+    reason). A gang's annotation changes only when its own placement or demand does, so appending a workflow
+    that moves nothing leaves every other object's bytes alone.
+
+    The text is ``json.dumps({"gang": key, "gpus": n, "levels": [...], "nodes": sorted pod -> node pairs or
+    null, "reason": reason or null}, sort_keys=True, separators=(",", ":"))``."""
+    text = json.dumps({"gang": gang.key, "gpus": gang.gpus, "levels": list(levels),
+                       "nodes": sorted(gang.pod_nodes.items()) if gang.placed else None,
+                       "reason": None if gang.placed else gang.reason},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
     """Real domains (coarsest first) that contain all of the domains ``owns``."""
     if not owns:

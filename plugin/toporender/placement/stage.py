@@ -162,6 +162,8 @@ def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]
           inventory_docs: list[Document] | None, order: Sequence[str], strict: bool | None, sink: DiagnosticSink
           ) -> dict[str, GangOutcome]:
     """Outcome per gang key; unplaceable gangs warn, or fail under strict placement."""
+    from toporender.placement.plan import gang_hash
+
     outcomes: dict[str, GangOutcome] = {}
     try:
         plans = plan_pools(repo, gangs, pods, inventory=inventory, inventory_docs=inventory_docs, order=order)
@@ -172,7 +174,7 @@ def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]
         is_strict = strict if strict is not None else repo.config.pools[pool_name].strict
         for gang in members:
             gp = plan.gangs[gang.key]
-            outcomes[gang.key] = GangOutcome(gp, plan.hash)
+            outcomes[gang.key] = GangOutcome(gp, gang_hash(plan.levels, gp))
             if not gp.placed:
                 msg = f"group '{gang.name}' cannot be placed: {gp.reason}"
                 if is_strict:
