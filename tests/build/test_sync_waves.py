@@ -22,7 +22,7 @@ def waves(objects: list[dict]) -> dict[str, set[str]]:
 
 
 def test_render_option_adds_waves_in_apply_order() -> None:
-    assert "none" in waves(render_repo(EXAMPLE).objects)["Pod"]
+    assert waves(render_repo(EXAMPLE).objects)["Pod"] == {"0"}, "on_change: replace (the default) orders the gang"
     got = waves(render_repo(EXAMPLE, RenderOptions(sync_waves=True, pool_objects=True)).objects)
     assert got == {"Topology": {"-2"}, "Queue": {"-2"}, "ComputeDomain": {"-1"}, "PodGroup": {"-1"},
                    "Service": {"-1"}, "Pod": {"0"}}

@@ -32,7 +32,7 @@ def test_bumping_the_run_key_renews_one_workflow_only(tmp_path: Path) -> None:
     first = sorted((repo / "workflows").glob("*.yaml"))[0]
     before = _by_file(repo)
     _set_run(first, 1)
-    assert _by_file(repo) == before, "run: 1 is the default"
+    assert _by_file(repo) == before, "run: 1 is the default, also for the gang revision"
     _set_run(first, 2)
     after = _by_file(repo)
     rel = first.relative_to(repo).as_posix()

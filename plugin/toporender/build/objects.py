@@ -7,9 +7,12 @@ else one by one, the general way that also reports template problems.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from toporender.build.backends import GangObjects, backend_for
 from toporender.build.backends.koordinator import gang_warnings, pool_problems
@@ -24,9 +27,13 @@ from toporender.build.templates.apply import (
 )
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError
 from toporender.expand.gangs import Gang
+from toporender.load.models import ResourceSpec
 from toporender.load.repo import Repo
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+REPLACE = "Force=true,Replace=true"
+REVISION = "toporender.dev/gang-revision"
 MAX_OBJECTS = 200_000
 
 BuiltGang = tuple[Gang, list[dict[str, Any]], list[dict[str, Any]]]
@@ -86,12 +93,51 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
     service = headless_service(gang)
     files = files_configmap(gang)
     group_objs = templated + ([files] if files else []) + backend.objects + ([service] if service else [])
-    if repo.config.sync_waves:
+    replace = gang.pool.on_change == "replace"
+    if repo.config.sync_waves or replace:
         for o in group_objs:
             _annotate(o, {SYNC_WAVE: "-1"})
         for p in pods:
             _annotate(p, {SYNC_WAVE: "0"})
+    if replace:
+        revision = {REVISION: gang_revision(gang, repo)}
+        for o in [*group_objs, *pods]:
+            _annotate(o, revision if o is service else {**revision, SYNC_OPTIONS: REPLACE})
     return group_objs, pods
+
+
+def gang_revision(gang: Gang, repo: Repo) -> str:
+    """A hash of everything a gang is rendered from: its tasks and their resources, the workflow's settings,
+    its pool, the templates the pool uses and the namespace, as toporender reads them (so ``gpu: "4"`` and
+    ``gpu: 4``, or a default written out, are the same revision).
+
+    With ``on_change: replace`` every object of the gang carries it, so an edit anywhere in the gang (one task's
+    args) changes every object, Argo CD sees the whole gang out of sync and replaces it together: replacing one
+    Pod of a gang alone can leave the gang waiting forever for a member."""
+    config = repo.config
+    pod_names = [*gang.pool.common_pod_template,
+                 *(n for platform in gang.pool.platforms.values() for n in platform.override_pod_template)]
+    inputs = {
+        "tasks": [t.spec for t in gang.tasks],
+        "resources": {t.spec.resource: _canonical(t.resource) for t in gang.tasks},
+        "workflow": gang.workflow.spec.workflow.model_copy(update={"groups": None, "tasks": None, "resources": None}),
+        "pool": gang.pool,
+        "group_templates": {n: config.group_templates.get(n) for n in gang.pool.common_group_templates},
+        "pod_templates": {n: config.pod_templates.get(n) for n in pod_names},
+        "namespace": gang.namespace,
+    }
+    return hashlib.sha256(_REVISION_INPUTS.dump_json(inputs)).hexdigest()[:16]
+
+
+_REVISION_INPUTS: Any = TypeAdapter(dict[str, Any])
+
+
+def _canonical(resource: ResourceSpec) -> ResourceSpec:
+    """A resource with its lists in a fixed order where their order means nothing (as the render treats them)."""
+    return resource.model_copy(update={
+        "topology": sorted(resource.topology, key=lambda r: (r.key, r.group, r.requirementType)),
+        "nodesExcluded": sorted(set(resource.nodesExcluded)),
+    })
 
 
 def _pods(gang: Gang, repo: Repo, backend: GangObjects, variables: Callable[[], dict[str, Any]],

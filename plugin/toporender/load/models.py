@@ -264,6 +264,9 @@ class QueueSettings(Strict):
 class PoolConfig(Strict):
     description: str = ""
     backend: Literal["kai", "koordinator", "kube"] = "kai"
+    on_change: Literal["replace", "keep"] = "replace"
+    """What Argo CD does with a gang whose workflow changed: replace it as a whole, or keep the running objects
+    (an edited Pod then fails to sync; see docs/delivery.md)."""
     queue: DnsLabel | None = None
     queue_settings: QueueSettings = QueueSettings()
     priority_class: DnsLabel | None = None

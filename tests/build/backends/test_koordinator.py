@@ -369,7 +369,7 @@ SETTINGS = [
 
 def pool_config(gang: dict[str, Any] | None = None, keys: list[dict[str, str]] | None = None,
                 **extra: Any) -> str:
-    pool: dict[str, Any] = {"backend": "koordinator", **extra}
+    pool: dict[str, Any] = {"backend": "koordinator", "on_change": "keep", **extra}
     if gang:
         pool["gang"] = gang
     pool["topology_keys"] = keys if keys is not None else [
