@@ -24,6 +24,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "plan": "toporender.cli.plan:plan_cmd",
     "inventory": "toporender.cli.plan:inventory_cmd",
     "golden": "toporender.cli.golden:golden_cmd",
+    "diff": "toporender.cli.diff:diff_cmd",
     "argocd": "toporender.cli.argocd:argocd_cmd",
     "krm": "toporender.cli.krm:krm_cmd",
 }
