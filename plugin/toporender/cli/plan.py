@@ -57,7 +57,8 @@ def _run_documents(target: Path) -> list[Document] | None:
 
 @click.command("plan")
 @click.argument("target", default=".")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "svg", "html"]), default="table",
+              show_default=True, help="svg and html draw the plan as a picture (repos, not Run specs).")
 @click.option("--inventory", "inventory", default=None, help="Node inventory (compact form or a NodeList dump).")
 @guarded("plan")
 def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
@@ -74,6 +75,8 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
 
         if inventory is None:
             raise click.UsageError("planning Run specs needs --inventory PATH")
+        if fmt in ("svg", "html"):
+            raise click.UsageError("--format svg and html draw a repo's plan; Run specs print as table or json")
         inv = load_inventory(Path(inventory), inventory)
         plan = plan_runs(inv, parse_runs(runs))
         for r in plan.runs:
@@ -91,6 +94,12 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
         import json
 
         click.echo(json.dumps({pool: p.to_dict() for pool, p in plans}, indent=2))
+        return
+    if fmt in ("svg", "html"):
+        from toporender.placement.picture import plan_html, plan_svg
+
+        svg = plan_svg(plans)
+        click.echo(svg if fmt == "svg" else plan_html(svg, f"toporender plan: {target}"), nl=False)
         return
     click.echo("\n".join(format_plan(p, "table", pool) for pool, p in plans), nl=False)
 

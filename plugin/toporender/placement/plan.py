@@ -41,6 +41,8 @@ class GangPlacement:
     span: dict[str, int] = field(default_factory=dict)
     cuts: dict[str, int] = field(default_factory=dict)
     moved: bool = False
+    domain_gpus: dict[tuple[str, ...], int] = field(default_factory=dict)
+    """GPUs the gang takes in each domain its nodes belong to (by domain path), for pictures of the plan."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +249,11 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
         placed_gpus += gang.need
         asg = packer.assign.get(gang.idx, {})
         own_of = {pod: node_path[node][0] for pod, node in asg.items()}
+        domain_gpus: dict[tuple[str, ...], int] = {}
         for pod, own in own_of.items():
             planned_own[own] = planned_own.get(own, 0) + gang.pod_gpus[pod]
+            own_path = tree.dom_path[own]
+            domain_gpus[own_path] = domain_gpus.get(own_path, 0) + gang.pod_gpus[pod]
         # Subgroup and pod domains depend only on a group and the node domains its pods landed in, so they are
         # worked out once per (group, node domain) rather than once per pod.
         groups = gang.groups
@@ -289,7 +294,7 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
             cuts[level_label] = (k * k - sum(c * c for c in counts.values())) // 2
         gangs[gang.demand.key] = GangPlacement(
             gang.demand.key, gang.demand.display, gang.need, True, None, sub_domains, pod_nodes, pod_domain,
-            span, cuts, gang.idx in packer.moved,
+            span, cuts, gang.idx in packer.moved, domain_gpus,
         )
 
     planned = [0] * len(tree.dom_path)
