@@ -47,6 +47,7 @@ def test_ten_thousand_nodes_are_drawn_as_fewer_cells() -> None:
     svg = picture.plan_svg([("big", plan)])
     cells = [e for e in ET.fromstring(svg).iter(f"{{{NS['s']}}}g") if e.get("class") == "domain"]
     assert len(cells) == 4, "1,000 racks are more than a picture holds: the zones are the cells"
+    assert not _marks(svg, "node-gang") and not _marks(svg, "node-free"), "10,000 nodes are not drawn one by one"
     assert sum(int(r.get("data-gpus", "0")) for r in _marks(svg, "gang")) == 50 * 32
     unplaceable = [e for e in ET.fromstring(svg).iter(f"{{{NS['s']}}}text") if e.get("class") == "unplaceable"]
     assert [e.get("data-gang") for e in unplaceable] == ["huge"]
@@ -59,4 +60,7 @@ def test_small_pools_show_their_finest_domains() -> None:
     svg = picture.plan_svg([("small", plan)])
     paths = [e.get("data-path") for e in ET.fromstring(svg).iter(f"{{{NS['s']}}}g") if e.get("class") == "domain"]
     assert paths == ["z0/z0-r0", "z0/z0-r1", "z0/z0-r2"]
+    nodes = [e.get("data-node") for e in ET.fromstring(svg).iter(f"{{{NS['s']}}}g") if e.get("class") == "node"]
+    assert len(nodes) == 6, "a small pool shows every node, sized by its GPUs"
+    assert sum(int(r.get("data-gpus", "0")) for r in _marks(svg, "node-gang")) == 8
     assert picture.plan_html(svg, "t").startswith("<!doctype html>") and "<script" not in svg

@@ -2,7 +2,8 @@
 
 Each pool is a row of its coarsest domains (zones); inside each, its finest domains (racks, NVLink cliques)
 are cells, each with a bar of its GPUs: pre-used, planned per gang (one color per gang), unavailable
-(cordoned or tainted) and free. Above :data:`MAX_CELLS` finest domains the cells are the next coarser level
+(cordoned or tainted) and free. Up to :data:`MAX_NODE_CELLS` nodes, each cell also shows its nodes, sized by
+GPUs and filled the same way. Above :data:`MAX_CELLS` finest domains the cells are the next coarser level
 instead, so a 10,000-node pool stays readable. Unplaceable gangs are listed with their reasons. The output
 is self-contained (no scripts, fonts or links), deterministic, and every mark carries its data as
 attributes (``data-gang``, ``data-gpus``, ``data-path``) for tools and tests.
@@ -13,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from toporender.placement.plan import DomainUsage, PlacementPlan
+from toporender.placement.plan import DomainUsage, NodeUsage, PlacementPlan
 
 MAX_CELLS = 400
+MAX_NODE_CELLS = 600
+NODE_H = 10
 COLUMNS = 8
 CELL_W, CELL_H, BAR_H, GAP = 150, 52, 14, 8
 LABEL_CHARS = 24
@@ -53,6 +56,11 @@ def _pool(name: str, plan: PlacementPlan, colors: dict[str, str], top: int) -> t
     if not plan.levels:
         return out + ["</g>"], y - top
     level, cells = _cells(plan)
+    nodes: dict[tuple[str, ...], list[NodeUsage]] = {}
+    if plan.nodes and len(plan.nodes) <= MAX_NODE_CELLS and level == plan.levels[-1]:
+        for node in plan.nodes:
+            nodes.setdefault(node.path, []).append(node)
+    cell_h = CELL_H + (NODE_H + 4 if nodes else 0)
     groups: dict[str, list[DomainUsage]] = {}
     for d in cells:
         groups.setdefault(d.path[0], []).append(d)
@@ -60,7 +68,7 @@ def _pool(name: str, plan: PlacementPlan, colors: dict[str, str], top: int) -> t
     y += 20
     for group, members in groups.items():
         rows = (len(members) + COLUMNS - 1) // COLUMNS
-        height = 22 + rows * (CELL_H + GAP)
+        height = 22 + rows * (cell_h + GAP)
         out.append(f'<g class="zone" data-path={quoteattr(group)}>')
         out.append(f'<rect class="zone-box" x="{GAP / 2}" y="{y}" width="{COLUMNS * (CELL_W + GAP) + GAP}" '
                    f'height="{height}" rx="6"/>')
@@ -68,20 +76,24 @@ def _pool(name: str, plan: PlacementPlan, colors: dict[str, str], top: int) -> t
                    f'</text>')
         for i, d in enumerate(members):
             cx = GAP + (i % COLUMNS) * (CELL_W + GAP)
-            cy = y + 22 + (i // COLUMNS) * (CELL_H + GAP)
-            out += _cell(plan, d, cx, cy, colors)
+            cy = y + 22 + (i // COLUMNS) * (cell_h + GAP)
+            out += _cell(plan, d, cx, cy, colors, nodes.get(d.path, []) if nodes else None)
         out.append("</g>")
         y += height + GAP
     return out + ["</g>"], y - top
 
 
-def _cell(plan: PlacementPlan, d: DomainUsage, x: float, y: float, colors: dict[str, str]) -> list[str]:
+def _cell(plan: PlacementPlan, d: DomainUsage, x: float, y: float, colors: dict[str, str],
+          nodes: list[NodeUsage] | None) -> list[str]:
     path = "/".join(d.path)
+    extra = NODE_H + 4 if nodes is not None else 0
     out = [f'<g class="domain" data-path={quoteattr(path)} data-total="{d.total}" data-free="{d.free}">',
-           f'<rect class="cell" x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" rx="3"/>',
+           f'<rect class="cell" x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H + extra}" rx="3"/>',
            f'<text class="cell-label" x="{x + 4}" y="{y + 13}">{escape(_short(d.path[-1] or "(no label)"))}'
            f'<title>{escape(path)}</title></text>',
-           f'<text class="cell-free" x="{x + 4}" y="{y + 47}">{d.free} of {d.total} GPUs free</text>']
+           f'<text class="cell-free" x="{x + 4}" y="{y + 47 + extra}">{d.free} of {d.total} GPUs free</text>']
+    if nodes:
+        out += _nodes(nodes, x + 4, y + 38, colors)
     segments: list[tuple[str, str, int, str]] = [("preused", PREUSED, d.preused, "")]
     segments += [("gang", colors[key], gpus, key) for key, gpus in _gang_gpus(plan, d.path)]
     segments += [("unavailable", UNAVAILABLE, d.unavailable, ""), ("free", FREE, d.free, "")]
@@ -97,6 +109,37 @@ def _cell(plan: PlacementPlan, d: DomainUsage, x: float, y: float, colors: dict[
                    f'height="{BAR_H}" fill="{color}"><title>{escape(title)}</title></rect>')
         bx += width
     out.append("</g>")
+    return out
+
+
+def _nodes(nodes: list[NodeUsage], x: float, y: float, colors: dict[str, str]) -> list[str]:
+    """A strip of the domain's nodes, each as wide as its GPUs, filled like the domain's bar."""
+    scale = (CELL_W - 8 - (len(nodes) - 1)) / max(sum(n.total for n in nodes), 1)
+    out: list[str] = []
+    nx = x
+    for node in nodes:
+        width = max(node.total * scale, 1.0)
+        out.append(f'<g class="node" data-node={quoteattr(node.name)} data-total="{node.total}">'
+                   f'<title>{escape(node.name)}: {node.total} GPUs</title>')
+        if node.unavailable:
+            out.append(f'<rect class="node-unavailable" x="{nx:.2f}" y="{y}" width="{width:.2f}" height="{NODE_H}" '
+                       f'fill="{UNAVAILABLE}"/>')
+        else:
+            parts = [("node-preused", PREUSED, node.preused, "")]
+            parts += [("node-gang", colors[key], gpus, key) for key, gpus in node.gangs]
+            used = node.preused + sum(g for _, g in node.gangs)
+            parts.append(("node-free", FREE, max(node.total - used, 0), ""))
+            px = nx
+            for cls, color, gpus, key in parts:
+                if gpus <= 0:
+                    continue
+                w = width * gpus / max(node.total, 1)
+                gang = f" data-gang={quoteattr(key)}" if key else ""
+                out.append(f'<rect class="{cls}"{gang} data-gpus="{gpus}" x="{px:.2f}" y="{y}" width="{w:.2f}" '
+                           f'height="{NODE_H}" fill="{color}"/>')
+                px += w
+        out.append("</g>")
+        nx += width + 1
     return out
 
 

@@ -79,6 +79,22 @@ class LevelStats:
     largest_free: int
 
 
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """One node after the plan, for pictures of small pools: its domain, GPUs, and what each gang takes."""
+
+    name: str
+    path: tuple[str, ...]
+    total: int
+    preused: int
+    unavailable: bool
+    gangs: tuple[tuple[str, int], ...]
+
+
+MAX_PICTURED_NODES = 2_000
+"""Pools up to this many nodes keep :class:`NodeUsage` in their plan; larger ones are pictured by domain."""
+
+
 @dataclass(frozen=True)
 class PlacementPlan:
     """All gangs' placements plus pool-wide metrics."""
@@ -93,6 +109,7 @@ class PlacementPlan:
     placed_gpus: int
     free_gpus: int
     hash: str
+    nodes: tuple[NodeUsage, ...] = ()
 
     def domains_at(self, level: str) -> list[DomainUsage]:
         return [d for d in self.domains if d.level == level]
@@ -327,5 +344,19 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
     return PlacementPlan(
         levels, gangs, tuple(domains), tuple(stats), unit, stranded, requested, placed_gpus,
         sum(tree.node_free[n] for n in range(len(tree.node_names)) if tree.node_ok[n]),
-        plan_hash(levels, gangs),
+        plan_hash(levels, gangs), _node_usage(tree, packer),
     )
+
+
+def _node_usage(tree: Tree, packer: Fitter) -> tuple[NodeUsage, ...]:
+    if len(tree.node_names) > MAX_PICTURED_NODES:
+        return ()
+    taken: dict[int, dict[str, int]] = {}
+    for gang in packer.gangs:
+        for pod, node in packer.assign.get(gang.idx, {}).items():
+            per = taken.setdefault(node, {})
+            per[gang.demand.key] = per.get(gang.demand.key, 0) + gang.pod_gpus[pod]
+    return tuple(
+        NodeUsage(name, tree.dom_path[tree.node_path[n][0]], tree.node_cap[n], tree.node_used0[n],
+                  not tree.node_ok[n] or bool(tree.node_taints[n]), tuple(sorted(taken.get(n, {}).items())))
+        for n, name in enumerate(tree.node_names))
