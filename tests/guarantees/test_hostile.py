@@ -265,20 +265,27 @@ def test_hostile_input(name: str, tmp_path: Path, time_bound: float) -> None:
 MAX_RSS_MIB = 200
 
 
+# A process's peak RSS (ru_maxrss) survives exec, and a child forked from the test runner starts with the
+# runner's pages mapped, so the command is started from a small launcher: its child's peak is the command's own.
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, "-m", "toporender", "render", sys.argv[1]])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[2], "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run(root: Path, env: dict[str, str]) -> tuple[int, str, str, float, float]:
     """``toporender render root`` as a whole process: exit code, stdout, stderr, wall seconds, peak RSS (MiB)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryDirectory() as tmp:
+        peak = Path(tmp) / "peak"
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "toporender", "render", str(root)], stdout=out, stderr=err,
-                                env=env)
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:
-            proc.kill()
-            raise
+        proc = subprocess.run([sys.executable, "-c", LAUNCHER, str(root), str(peak)], capture_output=True,
+                              env=env, timeout=30)
         elapsed = time.monotonic() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return (proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
-                elapsed, usage.ru_maxrss / 1024)
+        return (proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"),
+                elapsed, int(peak.read_text()) / 1024)
