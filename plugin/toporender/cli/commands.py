@@ -94,7 +94,9 @@ def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
         if problems:
             report([Diagnostic(p) for p in problems])
             sys.exit(1)
-    click.echo(f"ok: {len(result.objects)} objects from {sum(1 for f in result.files)} files", err=True)
+    files = len(result.files)
+    click.echo(f"ok: {len(result.objects)} object{'s' if len(result.objects) != 1 else ''} from {files} "
+               f"file{'s' if files != 1 else ''}", err=True)
 
 
 @click.command("schema")
@@ -117,11 +119,16 @@ def pool_cmd() -> None:
 
 @pool_cmd.command("show")
 @click.argument("name")
-@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directory", default=None, required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--dir", "dir_option", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="The repo directory, as the DIRECTORY argument (kept for scripts that pass it this way).")
 @click.option("--parsed", is_flag=True, help="Include parsed_group_templates and parsed_pod_template.")
 @guarded("pool show")
-def pool_show(name: str, directory: Path, parsed: bool) -> None:
-    """Print pool NAME as toporender reads it."""
+def pool_show(name: str, directory: Path | None, dir_option: Path | None, parsed: bool) -> None:
+    """Print pool NAME of the repo in DIRECTORY (default .) as toporender reads it."""
+    if directory is not None and dir_option is not None and directory != dir_option:
+        raise click.UsageError("give the repo directory once: as DIRECTORY or as --dir")
+    directory = directory or dir_option or Path(".")
     from toporender.emit.stream import dump_yaml
     from toporender.errors import fail
     from toporender.load.repo import CONFIG_FILE, load_config, single_document

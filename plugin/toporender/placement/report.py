@@ -40,6 +40,9 @@ def format_plan(plan: PlacementPlan | RunsPlan, fmt: str = "table", title: str |
     lines.append("")
     rows = []
     for g in plan.gangs.values():
+        if g.placed and g.gpus == 0:
+            rows.append([g.display, 0, "-", 0, "", "no GPUs to place"])
+            continue
         if not g.placed:
             rows.append([g.display, g.gpus, "UNPLACEABLE", "", "", g.reason or ""])
             continue
