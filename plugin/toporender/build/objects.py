@@ -94,15 +94,20 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
     files = files_configmap(gang)
     group_objs = templated + ([files] if files else []) + backend.objects + ([service] if service else [])
     replace = gang.pool.on_change == "replace"
+    group_notes: dict[str, str] = {}
+    pod_notes: dict[str, str] = {}
     if repo.config.sync_waves or replace:
-        for o in group_objs:
-            _annotate(o, {SYNC_WAVE: "-1"})
-        for p in pods:
-            _annotate(p, {SYNC_WAVE: "0"})
+        group_notes[SYNC_WAVE], pod_notes[SYNC_WAVE] = "-1", "0"
     if replace:
-        revision = {REVISION: gang_revision(gang, repo)}
-        for o in [*group_objs, *pods]:
-            _annotate(o, revision if o is service else {**revision, SYNC_OPTIONS: REPLACE})
+        revision = {REVISION: gang_revision(gang, repo), SYNC_OPTIONS: REPLACE}
+        group_notes.update(revision)
+        pod_notes.update(revision)
+    if group_notes:
+        service_notes = {k: v for k, v in group_notes.items() if k != SYNC_OPTIONS}
+        for o in group_objs:
+            _annotate(o, service_notes if o is service else group_notes)
+        for p in pods:
+            _annotate(p, pod_notes)
     return group_objs, pods
 
 

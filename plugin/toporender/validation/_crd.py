@@ -147,8 +147,6 @@ def format_checker() -> Any:
     return checker
 
 
-
-
 def strictify(node: Any) -> Any:
     """Copy of a CRD schema with unknown fields rejected and ``nullable`` turned into a JSON-Schema type."""
     if isinstance(node, list):

@@ -77,7 +77,7 @@ def cross_object(
     seen: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
     pods = columns.pods if columns is not None else [o for o in objs if _is_pod(o)]
     for obj in objs:
-        if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":
+        if _is_pod(obj):
             continue
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
@@ -223,18 +223,6 @@ def _kai_pod(
     pod, ns, labels, annotations = view
     pg_name = annotations.get(POD_GROUP_ANNOTATION)
     label = labels.get(SUBGROUP_LABEL)
-    if pg_name.__class__ is str:
-        key = (ns, pg_name)
-        found = leaves_of.get(key)
-        spec = pod.get("spec")
-        if (
-            found is not None
-            and (label in found[1] if found[0] and label.__class__ is str else not found[0] and label is None)
-            and spec.__class__ is dict
-            and spec.get("schedulerName") not in (None, "", "default-scheduler")
-        ):
-            members[key][label] += 1
-            return []
     if not isinstance(pg_name, str):
         if label is not None:
             return [
@@ -247,7 +235,7 @@ def _kai_pod(
         return []
     out: list[Triple] = []
     spec = as_dict(pod.get("spec"))
-    if not isinstance(spec, dict) or spec.get("schedulerName") in (None, "", "default-scheduler"):
+    if not isinstance(spec, dict) or spec.get("schedulerName") in _DEFAULT_SCHEDULERS:
         out.append(
             (
                 pod,
@@ -384,7 +372,7 @@ def _koord_pod(
         return []
     out: list[Triple] = []
     spec = as_dict(pod.get("spec"))
-    if not isinstance(spec, dict) or spec.get("schedulerName") in (None, "", "default-scheduler"):
+    if not isinstance(spec, dict) or spec.get("schedulerName") in _DEFAULT_SCHEDULERS:
         out.append(
             (
                 pod,
