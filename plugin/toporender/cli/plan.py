@@ -10,7 +10,7 @@ import yaml
 from toporender.cli.guard import guarded
 from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.hosts.common import read_stdin
-from toporender.load.yaml_source import Document, load_file, load_text
+from toporender.load.yaml_source import Document, load_file
 
 
 @click.group("inventory")
@@ -23,11 +23,10 @@ def inventory_cmd() -> None:
 @guarded("inventory import")
 def import_cmd(source: str) -> None:
     """Turn `kubectl get nodes -o yaml|json` output (FILE or - for stdin) into the compact, sorted form."""
-    from toporender.placement.inventory import MAX_INVENTORY_BYTES, import_inventory, read_inventory_file, value_budget
+    from toporender.placement.inventory import import_inventory, inventory_documents, read_inventory_file
 
     if source == "-":
-        text = read_stdin()
-        docs = load_text(text, "<stdin>", max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
+        docs = inventory_documents(read_stdin(), "<stdin>")
     else:
         docs = read_inventory_file(Path(source), source)
     out = import_inventory(docs)

@@ -18,7 +18,6 @@ Behaviour (see the pre-commit notes in docs/delivery.md):
 from __future__ import annotations
 
 import difflib
-import itertools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,8 +81,8 @@ def _overlap(golden: str, config: RepoConfig) -> str | None:
     """How ``golden`` overlaps an input of the repo, or None."""
     parts = golden.split("/")
     for pattern in config.workflows:
-        segments = [p for p in pattern.split("/") if p not in ("", ".")]
-        static = "/".join(itertools.takewhile(lambda p: p != "**" and not walk.has_magic(p), segments))
+        segments = walk.segments(pattern)
+        static = "/".join(walk.static_prefix(segments))
         if static and (static == golden or static.startswith(golden + "/")):
             return f"holds the workflow folder {static!r}"
         if walk.could_hold(parts, segments) or walk.matches(parts, segments):
@@ -128,8 +127,7 @@ def existing_golden(root: Path, golden_dir: str) -> tuple[list[str], list[str]]:
     return sorted(mine), sorted(others)
 
 
-def plan(root: Path, result: RenderResult) -> GoldenPlan:
-    gdir = golden_dir_of(root)
+def plan(root: Path, result: RenderResult, gdir: str) -> GoldenPlan:
     p = GoldenPlan(root, gdir, golden_files(result, gdir))
     if result.lock is not None:
         p.wanted[LOCK_FILE] = result.lock
@@ -190,10 +188,10 @@ def apply(p: GoldenPlan) -> None:
 
 def run_golden(root: Path, check: bool) -> int:
     """Render ``root`` and sync (or, with ``check``, compare) its golden files; returns the exit code."""
-    golden_dir_of(root)  # refuse an overlapping golden dir before anything else
+    gdir = golden_dir_of(root)  # an overlapping golden dir is refused before anything renders
     result = render_repo(root, RenderOptions())
     print_diagnostics(result.warnings)
-    p = plan(root, result)
+    p = plan(root, result, gdir)
     shown = "" if root == Path(".") else f"{root.as_posix().rstrip('/')}/"
     for rel in p.foreign:
         print(f"toporender golden: {shown}{rel} was not written by toporender (no golden header); left in place, "

@@ -39,9 +39,19 @@ class TooManyEntries(Exception):
     """The walk looked at :data:`MAX_ENTRIES` entries without finishing."""
 
 
-def has_magic(part: str) -> bool:
-    """Whether a pattern segment has a wildcard."""
-    return bool(_MAGIC.search(part))
+def segments(pattern: str) -> list[str]:
+    """A pattern's path segments (empty and ``.`` segments dropped)."""
+    return [p for p in pattern.split("/") if p not in ("", ".")]
+
+
+def static_prefix(parts: list[str]) -> list[str]:
+    """The leading segments of a pattern that hold no wildcard (``**`` is one): the folder it searches."""
+    out: list[str] = []
+    for part in parts:
+        if _MAGIC.search(part):
+            break
+        out.append(part)
+    return out
 
 
 def _segment(part: str) -> re.Pattern[str]:
@@ -90,13 +100,9 @@ def find(root: Path, patterns: list[str], exclude: set[str]) -> Found:
     real_root = root.resolve()
     visited: set[tuple[int, int]] = set()
     budget = [MAX_ENTRIES]
-    split = [[p for p in pattern.split("/") if p not in ("", ".")] for pattern in patterns]
+    split = [segments(pattern) for pattern in patterns]
     for pattern in split:
-        static: list[str] = []
-        for part in pattern:
-            if _MAGIC.search(part) or part == "**":
-                break
-            static.append(part)
+        static = static_prefix(pattern)
         if len(static) == len(pattern):
             _visit_leaf(root, real_root, static, found, exclude)
             continue

@@ -308,12 +308,18 @@ def value_budget(size: int) -> int:
     return size // 4 + 10_000
 
 
+def inventory_documents(text: str, display: str) -> list[Document]:
+    """The documents of an inventory's text, within the inventory's size and alias budget."""
+    from toporender.load.yaml_source import load_text
+
+    return load_text(text, display, max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
+
+
 def read_inventory_file(path: Path, display: str) -> list[Document]:
     """The documents of an inventory file, within the inventory's size and alias budget."""
-    from toporender.load.yaml_source import load_text, read_text
+    from toporender.load.yaml_source import read_text
 
-    text = read_text(path, display, MAX_INVENTORY_BYTES)
-    return load_text(text, display, max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
+    return inventory_documents(read_text(path, display, MAX_INVENTORY_BYTES), display)
 
 
 def load_inventory(path: Path, display: str) -> Inventory:
