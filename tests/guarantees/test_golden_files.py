@@ -26,6 +26,7 @@ def test_every_example_has_a_golden_file() -> None:
 def test_golden_file_is_fresh(example: str) -> None:
     result = run_cli("render", str(ROOT / "examples" / example))
     assert result.code == 0, result.stderr
+    assert result.stderr == "", f"a bundled example should render cleanly, without warnings:\n{result.stderr}"
     expected = (ROOT / "golden" / f"{example}.yaml").read_text()
     if result.stdout != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), result.stdout.splitlines(True),

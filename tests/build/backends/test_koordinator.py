@@ -269,8 +269,8 @@ WARNINGS = [
     ("required-then-preferred", []),
     ("block-preferred", ["PreferGather, which current Koordinator accepts but ignores"]),
     ("all-preferred", ["only preferred topology (SpineLayer, BlockLayer, AcceleratorLayer)"]),
-    ("split-required", ["required topology key 'block' differs between its subgroups", "is NOT enforced"]),
-    ("split-only", ["preferred topology key 'block' differs between its subgroups", "is not passed on"]),
+    ("split-required", ["tasks name different 'block' groups", "own 'block' domain (required)", "is NOT enforced"]),
+    ("split-only", ["tasks name different 'block' groups", "own 'block' domain (preferred)", "is not passed on"]),
     ("none", []),
 ]
 
@@ -562,7 +562,7 @@ def test_example_repo() -> None:
     assert [e["topologyLayer"] for e in cnt["spec"]["networkTopologySpec"]] == \
         ["SpineLayer", "BlockLayer", "AcceleratorLayer", "NodeTopologyLayer"]
     pgs = kinds(objects, "PodGroup")
-    assert sorted(pg["spec"]["minMember"] for pg in pgs) == [1, 4]
+    assert [pg["spec"]["minMember"] for pg in pgs] == [5]
     for pg in pgs:
         ann = pg["metadata"]["annotations"]
         assert json.loads(ann[SPEC]) == {"gatherStrategy": [

@@ -256,9 +256,10 @@ def gang_warnings(gang: Gang) -> list[str]:
     where = f"group '{gang.name}'"
     for key, kind in plan.unexpressed:
         consequence = ("is NOT enforced" if kind == "required" else "is not passed on")
-        out.append(f"{where}: the {kind} topology key '{key}' differs between its subgroups; Koordinator applies "
-                   f"one network-topology-spec to the whole gang group and has no per-subgroup levels, so it "
-                   f"{consequence} (use backend 'kai', or make the level the same for every task)")
+        out.append(f"{where}: its tasks name different '{key}' groups, so each subgroup asks for its own '{key}' "
+                   f"domain ({kind}); Koordinator applies one network-topology-spec to the whole gang group and has "
+                   f"no per-subgroup levels, so this {consequence} (use backend 'kai', or give every task the same "
+                   f"'{key}' group)")
     if plan.rules and all(strategy == PREFER_GATHER for _, strategy in plan.rules):
         layers = ", ".join(layer for layer, _ in plan.rules)
         out.append(f"{where}: only preferred topology ({layers}) is rendered as PreferGather, which current "
