@@ -59,8 +59,9 @@ def _run_documents(target: Path) -> list[Document] | None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "svg", "html"]), default="table",
               show_default=True, help="svg and html draw the plan as a picture (repos, not Run specs).")
 @click.option("--inventory", "inventory", default=None, help="Node inventory (compact form or a NodeList dump).")
+@click.option("--wide", is_flag=True, help="Table: full domain names and notes, one line per gang, however wide.")
 @guarded("plan")
-def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
+def plan_cmd(target: str, fmt: str, inventory: str | None, wide: bool) -> None:
     """Show where every gang (or Run) would go: domains, nodes, usage, fragmentation and the plan hash."""
     from toporender.placement.report import format_plan
 
@@ -81,7 +82,7 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
         for r in plan.runs:
             if not r.placed:
                 click.echo(f"warning: {r.reason}", err=True)
-        click.echo(format_plan(plan, fmt, target), nl=False)
+        click.echo(format_plan(plan, fmt, target, wide), nl=False)
         return
     from toporender.pipeline import plan_repo
 
@@ -100,7 +101,7 @@ def plan_cmd(target: str, fmt: str, inventory: str | None) -> None:
         svg = plan_svg(plans)
         click.echo(svg if fmt == "svg" else plan_html(svg, f"toporender plan: {target}"), nl=False)
         return
-    click.echo("\n".join(format_plan(p, "table", pool) for pool, p in plans), nl=False)
+    click.echo("\n".join(format_plan(p, "table", pool, wide) for pool, p in plans), nl=False)
 
 
 def _missing(target: str) -> UserError:
