@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
+import toporender.load.models
 from conftest import run_cli
+
+INTERNAL_NAMES = sorted(
+    name for name, value in vars(toporender.load.models).items()
+    if isinstance(value, type) and issubclass(value, BaseModel) and value is not BaseModel)
+"""Class names a message must never show: a user writes YAML, not ``ResourceSpec``."""
+LEAKS = re.compile(r"\b(" + "|".join(map(re.escape, INTERNAL_NAMES)) + r")\b|Input should|pydantic|Traceback")
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "bad_input" / "cases.yaml").read_text())["cases"]
 
@@ -23,5 +32,10 @@ def test_bad_input(name: str, tmp_path: Path) -> None:
         result = run_cli(command, str(tmp_path))
         assert result.code == 1, result.stderr
         assert result.stdout == ""
-        assert "Traceback" not in result.stderr
+        assert not LEAKS.search(result.stderr), result.stderr
         assert case["expect"] in result.stderr, result.stderr
+        assert re.match(r"^[^\s:]+:\d+:\d+: ", result.stderr), "the first line starts with path:line:col"
+
+
+def test_internal_names_are_known() -> None:
+    assert {"ResourceSpec", "TaskSpec", "TopologyRequirement"} <= set(INTERNAL_NAMES)

@@ -104,12 +104,12 @@ def _(root: Path) -> None:
     put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": "workflow: !!python/object/apply:os.system [id]\n"})
 
 
-@case("huge-gpu", "less than or equal to 1024")
+@case("huge-gpu", "expected at most 1024")
 def _(root: Path) -> None:
     put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {gpu: 1000000000000}\n"})
 
 
-@case("negative-cpu", "greater than 0")
+@case("negative-cpu", "cpu: expected more than 0, found -2")
 def _(root: Path) -> None:
     put(root, {"toporender.yaml": CONFIG, "workflows/a.yaml": WF + "  resources:\n    default: {cpu: -2}\n"})
 
