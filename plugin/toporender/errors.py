@@ -8,7 +8,7 @@ an exit code, so no traceback ever reaches a user for bad input.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, order=True)
@@ -18,6 +18,11 @@ class Position:
     path: str
     line: int = 1
     col: int = 1
+    data_path: tuple[str | int, ...] = field(default=(), compare=False)
+    """Where in the document's data (keys and list indexes), for hosts that point at fields, not lines: kpt's
+    ``results[].field.path``. Not part of the position's identity or order."""
+    doc_index: int = field(default=0, compare=False)
+    """Which YAML document of the file (kpt's ``results[].file.index``)."""
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}:{self.col}"

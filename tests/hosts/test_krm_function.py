@@ -124,6 +124,73 @@ def test_error_results_and_exit_code() -> None:
     assert "imagee" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _break(items: list[dict[str, Any]], kind: str, change: Any) -> list[dict[str, Any]]:
+    item = next(i for i in items if i["kind"] == kind)
+    change(item["spec"] if kind in ("Workflow", "RepoConfig") else item)
+    item["metadata"].setdefault("annotations", {}).update(
+        {"config.kubernetes.io/path": f"inputs/{kind.lower()}.yaml", "config.kubernetes.io/index": "1"})
+    return items
+
+
+def _set(path: str, value: Any) -> Any:
+    """A change that sets ``value`` at a dotted ``path`` (numbers index lists)."""
+    def change(data: Any) -> None:
+        *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+        for p in parents:
+            data = data[p]
+        data[last] = value
+    return change
+
+
+ITEM_ERRORS = [
+    ("Workflow", _set("workflow.groups.0.tasks.0.imagee", "x"), "spec.workflow.groups[0].tasks[0].imagee",
+     "unknown field 'imagee' (did you mean 'image'?)"),
+    ("Workflow", _set("workflow.resources.default.gpu", "lots"), "spec.workflow.resources.default.gpu",
+     "expected a whole number, found 'lots'"),
+    ("Workflow", _set("workflow.resources.default.memory", "16GB"), "spec.workflow.resources.default.memory",
+     "'16GB' is not a Kubernetes quantity (did you mean '16Gi'?)"),
+    ("RepoConfig", _set("pools.dgx.topology_key", []), "spec.pools.dgx.topology_key",
+     "unknown field 'topology_key' (did you mean 'topology_keys'?)"),
+]
+
+
+@pytest.mark.parametrize(("kind", "change", "field", "message"), ITEM_ERRORS,
+                         ids=[c[2] for c in ITEM_ERRORS])
+def test_item_errors_name_file_index_and_field(kind: str, change: Any, field: str, message: str) -> None:
+    items = _break(export(FIXTURE_REPO), kind, change)
+    proc = toporender("krm", stdin=resource_list(items, FN))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [res] = yaml.safe_load(proc.stdout)["results"]
+    assert res["file"] == {"path": f"inputs/{kind.lower()}.yaml", "index": 1}
+    assert res["field"] == {"path": field}
+    assert res["message"].startswith(message), res["message"]
+    assert f"inputs/{kind.lower()}.yaml (document 1): {field}: {message}" in proc.stderr
+
+
+def test_repo_errors_name_file_line_and_field(tmp_path: Path) -> None:
+    repo = copy_repo(FIXTURE_REPO, tmp_path / "repo")
+    train = repo / "workflows" / "train.yaml"
+    train.write_text(train.read_text().replace("gpu: 4", "gpu: lots", 1))
+    fn = {**FN, "spec": {"path": "repo"}}
+    proc = toporender("krm", cwd=tmp_path, stdin=resource_list([], fn))
+    assert proc.returncode == 1
+    [res] = yaml.safe_load(proc.stdout)["results"]
+    line = next(i for i, text in enumerate(train.read_text().splitlines(), 1) if "gpu: lots" in text)
+    assert res["file"] == {"path": "repo/workflows/train.yaml", "index": 0}
+    assert res["field"]["path"].endswith(".gpu") and res["field"]["path"].startswith("workflow.resources.")
+    assert res["message"].startswith(f"repo/workflows/train.yaml:{line}:"), res["message"]
+    assert proc.stderr.startswith(f"repo/workflows/train.yaml:{line}:")
+
+
+def test_function_config_errors_name_the_field() -> None:
+    fn = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "annotations": {
+        "config.kubernetes.io/path": "fn-config.yaml"}}, "data": {"poool": "a"}}
+    proc = toporender("krm", stdin=resource_list([], fn))
+    assert proc.returncode == 1
+    [res] = yaml.safe_load(proc.stdout)["results"]
+    assert res["field"] == {"path": "data.poool"} and res["file"]["path"] == "fn-config.yaml"
+
+
 @pytest.mark.parametrize(
     ("stdin", "message"),
     [
@@ -190,11 +257,16 @@ def test_kpt_fn_eval_failure_is_a_failure(tmp_path: Path) -> None:
     pkg = make_kpt_package(tmp_path, FIXTURE_REPO)
     (pkg / "inputs.yaml").write_text((pkg / "inputs.yaml").read_text().replace("gpu: 4", "gpu: -1"))
     before = tree_snapshot(pkg)
-    proc = subprocess.run([kpt, "fn", "eval", str(pkg), "--exec", "toporender krm"],
-                          capture_output=True, text=True, env=tool_env(), timeout=120)
+    proc = subprocess.run([kpt, "fn", "eval", str(pkg), "--exec", "toporender krm", "--results-dir",
+                           str(tmp_path / "results")], capture_output=True, text=True, env=tool_env(), timeout=120)
     assert proc.returncode != 0
     assert "[FAIL]" in proc.stderr and "gpu" in proc.stderr
     assert tree_snapshot(pkg) == before
+    [run] = yaml.safe_load((tmp_path / "results" / "results.yaml").read_text())["items"]
+    [result] = run["results"]
+    assert result["file"] == {"path": "inputs.yaml", "index": 1}
+    assert result["field"] == {"path": "spec.workflow.resources.default.gpu"}
+    assert result["message"].startswith("expected at least 0, found -1")
 
 
 @pytest.mark.parametrize("example", example_repos(), ids=example_ids())

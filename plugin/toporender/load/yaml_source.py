@@ -64,11 +64,11 @@ class Document:
         if self.text is not None:
             self.marks = _exact_documents(self.text, self.source, MAX_NODES * 64)[self.index].marks
             self.text = None
-        loc = tuple(loc)
+        wanted = loc = tuple(loc)
         while loc and loc not in self.marks:
             loc = loc[:-1]
         line, col = self.marks.get(loc, (1, 1))
-        return Position(self.source, line, col)
+        return Position(self.source, line, col, wanted, self.index)
 
 
 _NO_KEY = object()

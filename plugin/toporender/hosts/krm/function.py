@@ -103,7 +103,8 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
         raise fail(f"functionConfig {where} must be a mapping", pos)
     unknown = sorted(set(map(str, raw)) - set(SPEC_FIELDS))
     errors = [
-        Diagnostic(f"unknown functionConfig field {where}.{k}; known: {', '.join(SPEC_FIELDS)}", pos) for k in unknown
+        Diagnostic(f"unknown functionConfig field {where}.{k}; known: {', '.join(SPEC_FIELDS)}",
+                   Position(source, data_path=(where, k))) for k in unknown
     ]
 
     def text(key: str) -> str | None:
@@ -111,7 +112,8 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
         if value is None or value == "":
             return None
         if not isinstance(value, str):
-            errors.append(Diagnostic(f"functionConfig {where}.{key} must be a string", pos))
+            errors.append(Diagnostic(f"functionConfig {where}.{key} must be a string",
+                                     Position(source, data_path=(where, key))))
             return None
         return value
 
@@ -120,7 +122,7 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
         if value is None or value == "":
             return None
         try:
-            return parse_bool(value, f"functionConfig {where}.{key}", pos)
+            return parse_bool(value, f"functionConfig {where}.{key}", Position(source, data_path=(where, key)))
         except UserError as err:
             errors.extend(err.diagnostics)
             return None
@@ -128,18 +130,21 @@ def parse_fn_config(fn: Any, source: str) -> FnSettings:
     inventory = text("inventory")
     if inventory is not None:
         try:
-            inventory = check_repo_relative(inventory, f"functionConfig {where}.inventory", pos)
+            inventory = check_repo_relative(inventory, f"functionConfig {where}.inventory",
+                                            Position(source, data_path=(where, "inventory")))
         except UserError as err:
             errors.extend(err.diagnostics)
     output_dir = text("outputDir") or "generated"
     try:
-        output_dir = check_repo_relative(output_dir, f"functionConfig {where}.outputDir", pos)
+        output_dir = check_repo_relative(output_dir, f"functionConfig {where}.outputDir",
+                                         Position(source, data_path=(where, "outputDir")))
     except UserError as err:
         errors.extend(err.diagnostics)
     namespace = text("namespace")
     if namespace is not None:
         try:
-            check_namespace(namespace, f"functionConfig {where}.namespace", pos)
+            check_namespace(namespace, f"functionConfig {where}.namespace",
+                            Position(source, data_path=(where, "namespace")))
         except UserError as err:
             errors.extend(err.diagnostics)
     settings = FnSettings(
@@ -232,19 +237,19 @@ def render_items(
 
     cfg_item = configs[0]
     config_doc = Document(CONFIG_FILE, 0, spec_of(cfg_item))
-    origins[CONFIG_FILE] = Origin(cfg_item.ref(), cfg_item.file_path, cfg_item.file_index)
+    origins[CONFIG_FILE] = _origin(cfg_item)
     workflows: list[Document] = []
     sources = _workflow_sources(items)
     for it in items:
         if is_ours(it) and it.kind == "Workflow":
             source = sources[it.position]
-            origins[source] = Origin(it.ref(), it.file_path, it.file_index)
+            origins[source] = _origin(it)
             workflows.append(Document(source, 0, spec_of(it)))
     inventory: list[Document] = []
     for it in items:
         if is_inventory_node(it) or (is_ours(it) and it.kind == "NodeInventory"):
             source = origin_key(it)
-            origins.setdefault(source, Origin(it.ref(), it.file_path, it.file_index))
+            origins.setdefault(source, _origin(it))
             data = {k: v for k, v in it.data.items() if k != "metadata"} if it.kind == "NodeInventory" else it.data
             inventory.append(Document(source, 0, data))
     if errors:
@@ -257,12 +262,15 @@ def process(items: list[Item], fn_config: Any, cwd: Path, fn_source: str = "func
     """The whole function: settings, render, assemble output items and results."""
     unchanged = [it.node for it in items]
     fn_ref = None
+    fn_origins: dict[str, Origin] = {}
     if isinstance(fn_config, dict):
-        fn_ref = Item(fn_config, None, -1).ref()
+        fn_item = Item(fn_config, None, -1)
+        fn_ref = fn_item.ref()
+        fn_origins[fn_source] = Origin(fn_ref, fn_item.file_path, fn_item.file_index)
     try:
         settings = parse_fn_config(fn_config, fn_source)
     except UserError as err:
-        return Outcome(unchanged, diagnostic_results(err.diagnostics, {}, fn_ref, None), True)
+        return Outcome(unchanged, diagnostic_results(err.diagnostics, fn_origins, fn_ref, None), True)
     origins: dict[str, Origin] = {}
     try:
         result, origins, consumed = render_items(items, settings, cwd)
@@ -285,6 +293,12 @@ def process(items: list[Item], fn_config: Any, cwd: Path, fn_source: str = "func
     return Outcome(out, results, False)
 
 
+def _origin(it: Item) -> Origin:
+    """A RepoConfig's or Workflow's document is its ``spec``; an inventory's is the item itself."""
+    prefix = ("spec",) if it.kind in ("RepoConfig", "Workflow") else ()
+    return Origin(it.ref(), it.file_path, it.file_index, prefix)
+
+
 def _origins_only(items: list[Item]) -> dict[str, Origin]:
     origins: dict[str, Origin] = {}
     sources = _workflow_sources(items)
@@ -292,10 +306,10 @@ def _origins_only(items: list[Item]) -> dict[str, Origin]:
         if not is_ours(it) and not is_inventory_node(it):
             continue
         if it.kind == "RepoConfig":
-            origins[CONFIG_FILE] = Origin(it.ref(), it.file_path, it.file_index)
+            origins[CONFIG_FILE] = _origin(it)
         elif it.kind == "Workflow":
-            origins[sources[it.position]] = Origin(it.ref(), it.file_path, it.file_index)
-        origins.setdefault(it.file_path or f"{it.kind}/{it.name}", Origin(it.ref(), it.file_path, it.file_index))
+            origins[sources[it.position]] = _origin(it)
+        origins.setdefault(it.file_path or f"{it.kind}/{it.name}", _origin(it))
     return origins
 
 

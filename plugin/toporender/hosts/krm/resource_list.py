@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -102,6 +102,28 @@ class Origin:
     ref: dict[str, str] | None
     path: str | None
     index: int | None
+    prefix: tuple[str, ...] = ()
+    """Where the document toporender read sits in the item (``spec`` of a Workflow item), so that a field's
+    path in the document becomes its path in the item."""
+
+
+def field_path(parts: Sequence[str | int]) -> str:
+    """kpt's field path notation: ``spec.workflow.groups[0].name``; a key with a dot goes in brackets."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "." in part or "[" in part:
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _without_field(message: str, data_path: Sequence[str | int]) -> str:
+    """The message without its leading ``a.b.c: `` when the result's ``field`` says the same."""
+    dotted = ".".join(map(str, data_path)) + ": "
+    return message[len(dotted):] if data_path and message.startswith(dotted) else message
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,18 +200,25 @@ def diagnostic_results(
             "severity": "error" if d.severity == "error" else d.severity,
         }
         origin = origins.get(d.pos.path) if d.pos else None
+        data_path = d.pos.data_path if d.pos else ()
         if origin is not None:
             if origin.ref:
                 entry["resourceRef"] = origin.ref
             assert d.pos is not None
             entry["file"] = {"path": origin.path or d.pos.path, "index": origin.index or 0}
+            if origin.prefix or data_path:
+                entry["field"] = {"path": field_path((*origin.prefix, *data_path))}
+                entry["message"] = _without_field(d.message, data_path)
         else:
             if fn_ref:
                 entry["resourceRef"] = fn_ref
             if d.pos and d.pos.path:
                 base = PurePosixPath(repo_path) if repo_path else PurePosixPath(".")
-                entry["file"] = {"path": (base / d.pos.path).as_posix(), "index": 0}
-                entry["message"] = f"{d.pos.path}:{d.pos.line}:{d.pos.col}: {d.message}"
+                path = (base / d.pos.path).as_posix()
+                entry["file"] = {"path": path, "index": d.pos.doc_index}
+                entry["message"] = f"{path}:{d.pos.line}:{d.pos.col}: {d.message}"
+            if data_path:
+                entry["field"] = {"path": field_path(data_path)}
         out.append(entry)
     return out
 
@@ -244,10 +273,13 @@ def print_results(results: list[dict[str, Any]]) -> None:
     """The same problems on stderr (kustomize shows stderr but never the results)."""
     for r in results:
         ref = r.get("resourceRef") or {}
-        where = (r.get("file") or {}).get("path") or (f"{ref['kind']}/{ref['name']}" if ref else "")
+        file = r.get("file") or {}
+        where = file.get("path") or (f"{ref['kind']}/{ref['name']}" if ref else "")
         msg = str(r["message"])
         if where and not msg.startswith(where):
-            msg = f"{where}: {msg}"
+            item = f" (document {file['index']})" if file.get("index") else ""
+            fld = f" {r['field']['path']}" if r.get("field") else ""
+            msg = f"{where}{item}:{fld}: {msg}" if fld else f"{where}{item}: {msg}"
         sev = r.get("severity", "error")
         print(msg if sev == "error" else f"{sev}: {msg}", file=sys.stderr)
 
