@@ -47,6 +47,8 @@ class RenderResult:
     warnings: list[Diagnostic] = field(default_factory=list)
     lock: str | None = None
     """Content of toporender.lock after this render (arrival order), when the repo uses placement."""
+    owners: list[Gang | None] = field(default_factory=list, repr=False)
+    """Per object of :attr:`objects`, the gang that made it (None: the pool config), to point at its source."""
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -111,7 +113,7 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
         objs = [obj for _, group_objs, pods in items for obj in group_objs + pods]
         files.append(RenderedFile(src, objs))
         owners.extend(gang for gang, group_objs, pods in items for _ in range(len(group_objs) + len(pods)))
-    result = RenderResult(files, sink.warnings, lock)
+    result = RenderResult(files, sink.warnings, lock, owners)
     objects = result.objects
     check_identities(objects, lambda i: _origin(repo, objects[i], owners[i]))
     verify_output(repo, objects, owners)
@@ -167,11 +169,28 @@ def verify_output(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang |
     from toporender.validation import output_problems
 
     problems = output_problems(objects, kai_version=kai_schema_version(repo.config))
-    if not problems:
-        return
+    if problems:
+        raise UserError(_positioned(repo, objects, owners, problems, bug=True))
+
+
+def check_rendered(repo: Repo, result: RenderResult) -> list[Diagnostic]:
+    """Every rule :mod:`toporender.validation` knows, Pod bodies included (``validate --output``), each problem
+    at the task, group or group template that made the object."""
+    from toporender.validation import object_problems
+
+    objects = result.objects
+    problems = object_problems(objects, kai_version=kai_schema_version(repo.config))
+    return _positioned(repo, objects, result.owners, problems, bug=False)
+
+
+def _positioned(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | None],
+                problems: list[tuple[int, str]], *, bug: bool) -> list[Diagnostic]:
+    """Output problems as diagnostics at their source: an object a group template made is the template's to fix;
+    anything else was built from the workflow task (a Pod), group or pool config at its position. With ``bug``
+    (the check every render runs, on objects built from inputs already checked) the message says so."""
     errors = []
     for index, problem in problems:
-        obj, owner = objects[index], owners[index]
+        obj, owner = objects[index], owners[index] if index < len(owners) else None
         if owner is not None and from_group_template(obj):
             names = [n for n in owner.pool.common_group_templates
                      if repo.config.group_templates[n].get("kind") == obj.get("kind")]
@@ -181,12 +200,15 @@ def verify_output(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang |
                 f"(rendered for group '{owner.name}' of {owner.source})",
                 repo.config_doc.pos(("group_templates", name))))
             continue
-        pos = owner.pos if owner is not None else repo.config_doc.pos(("pools",))
-        errors.append(Diagnostic(
-            f"toporender rendered an object the cluster would reject or misread, so nothing was written: {problem}. "
-            "This is a bug in toporender unless the field comes from one of your pod templates; please report it "
-            "with this message", pos))
-    raise UserError(errors)
+        _, pos = _origin(repo, obj, owner)
+        if bug:
+            errors.append(Diagnostic(
+                f"toporender rendered an object the cluster would reject or misread, so nothing was written: "
+                f"{problem}. This is a bug in toporender unless the field comes from one of your pod templates; "
+                "please report it with this message", pos))
+        else:
+            errors.append(Diagnostic(problem, pos))
+    return errors
 
 
 def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:

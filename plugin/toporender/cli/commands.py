@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import click
 
 from toporender.cli.guard import guarded
-from toporender.errors import Diagnostic
 from toporender.hosts.common import print_diagnostics as report
 from toporender.hosts.common import write_stdout
 
@@ -82,17 +81,15 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) 
 def validate_cmd(directory: Path, check_output: bool, **opts: Any) -> None:
     """Check the repo in DIR without printing manifests."""
     from toporender.load.repo import load_repo
-    from toporender.pipeline import kai_schema_version, render
+    from toporender.pipeline import check_rendered, render
 
     repo = load_repo(directory)
     result = render(repo, make_options(**opts))
     report(result.warnings)
     if check_output:
-        from toporender.validation import validate_objects
-
-        problems = validate_objects(result.objects, kai_version=kai_schema_version(repo.config))
+        problems = check_rendered(repo, result)
         if problems:
-            report([Diagnostic(p) for p in problems])
+            report(problems)
             sys.exit(1)
     files = len(result.files)
     click.echo(f"ok: {len(result.objects)} object{'s' if len(result.objects) != 1 else ''} from {files} "

@@ -35,6 +35,7 @@ from ._pod_columns import pod_columns
 __all__ = [
     "DEFAULT_K8S_MINOR",
     "core_backend",
+    "object_problems",
     "output_problems",
     "validate_object",
     "validate_objects",
@@ -128,6 +129,30 @@ def validate_object(
     ]
 
 
+def object_problems(
+    objs: Iterable[dict[str, Any]],
+    *,
+    kai_version: str = "main",
+    dra_version: str = "main",
+    core: bool = True,
+    k8s_minor: str = DEFAULT_K8S_MINOR,
+    require_namespace: bool = False,
+) -> list[tuple[int, str]]:
+    """Problems of a whole rendered stream as (index of the object to change, problem): every object on its own,
+    then the rules that span objects, attributed to the object that must change (e.g. the Pod whose subgroup
+    label names a mid-level subgroup)."""
+    items = list(objs)
+    out: list[tuple[int, str]] = []
+    for i, obj in enumerate(items):
+        out.extend((i, p) for p in validate_object(obj, kai_version=kai_version, dra_version=dra_version, core=core,
+                                                   k8s_minor=k8s_minor, require_namespace=require_namespace))
+    index = {id(o): i for i, o in enumerate(items)}
+    dicts = [o for o in items if isinstance(o, dict)]
+    linked = cross_object(dicts, kai_version)
+    out.extend((index[id(obj)], f"{identity(obj)}: {path}: {msg}") for obj, path, msg in linked)
+    return out
+
+
 def validate_objects(
     objs: Iterable[dict[str, Any]],
     *,
@@ -137,28 +162,10 @@ def validate_objects(
     k8s_minor: str = DEFAULT_K8S_MINOR,
     require_namespace: bool = False,
 ) -> list[str]:
-    """Problems of a whole rendered stream: every object on its own, then the cross-object rules.
-
-    Per-object problems come in stream order; cross-object problems follow, attributed to the object that must
-    change (e.g. the Pod whose subgroup label names a mid-level subgroup).
-    """
-    items = list(objs)
-    out: list[str] = []
-    for obj in items:
-        out.extend(
-            validate_object(
-                obj,
-                kai_version=kai_version,
-                dra_version=dra_version,
-                core=core,
-                k8s_minor=k8s_minor,
-                require_namespace=require_namespace,
-            )
-        )
-    dicts = [o for o in items if isinstance(o, dict)]
-    for obj, path, msg in cross_object(dicts, kai_version):
-        out.append(f"{identity(obj)}: {path}: {msg}")
-    return out
+    """Problems of a whole rendered stream (:func:`object_problems` without the indexes): per-object problems
+    in stream order, then the cross-object ones."""
+    return [p for _, p in object_problems(objs, kai_version=kai_version, dra_version=dra_version, core=core,
+                                          k8s_minor=k8s_minor, require_namespace=require_namespace)]
 
 
 def output_problems(
