@@ -73,6 +73,15 @@ def test_plugin_yaml_is_a_valid_cmp_config() -> None:
         assert ann["collectionType"] == "string"
 
 
+def test_documented_parameters_are_the_ones_the_plugin_reads() -> None:
+    from toporender.hosts.argocd import parameter_table
+
+    readme = (PROJECT / "argocd" / "README.md").read_text()
+    assert parameter_table() in readme, "regenerate the table: toporender argocd parameters --format markdown"
+    delivery = (PROJECT / "docs" / "delivery.md").read_text()
+    assert all(f"`{s.name}`" in delivery for s in SETTINGS)
+
+
 @pytest.mark.parametrize("example", example_repos(), ids=example_ids())
 def test_generate_matches_render(tmp_path: Path, example: Path) -> None:
     repo = make_git_repo(tmp_path, example)

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from toporender.cli.guard import guarded
-from toporender.hosts.argocd import SETTINGS, generate
+from toporender.hosts.argocd import SETTINGS, generate, parameter_table
 from toporender.hosts.common import print_diagnostics, write_stdout
 
 NO_MANIFESTS = "toporender: no manifests generated; run 'toporender validate' in the repo to check it"
@@ -44,6 +44,11 @@ def generate_cmd() -> None:
 
 
 @argocd_cmd.command("parameters")
-def parameters_cmd() -> None:
-    """Print the parameter announcements as JSON (usable as a dynamic-parameters command)."""
+@click.option("--format", "fmt", type=click.Choice(["json", "markdown"]), default="json", show_default=True,
+              help="json: the announcements (a dynamic-parameters command); markdown: the table of the docs.")
+def parameters_cmd(fmt: str) -> None:
+    """Print the parameters the plugin reads, as announcements or as a Markdown table."""
+    if fmt == "markdown":
+        write_stdout(parameter_table())
+        return
     print(json.dumps([s.announcement() for s in SETTINGS], indent=2))

@@ -87,14 +87,15 @@ SETTINGS: tuple[Setting, ...] = (
         "pool-objects",
         "POOL_OBJECTS",
         "Pool-level objects",
-        "true: also render the pool-level KAI Topology and Queue objects.",
+        "true: also render the pool-level objects of each pool's scheduler (e.g. KAI Topology and Queue).",
         is_bool=True,
     ),
     Setting(
         "sync-waves",
         "SYNC_WAVES",
         "Sync waves",
-        "true: annotate Argo CD sync waves so pool objects, then PodGroups and group resources, then Pods apply.",
+        "true: annotate Argo CD sync waves (pool objects -2, PodGroups and group resources -1, Pods 0), so "
+        "PodGroups exist before their Pods; pools with on_change: replace have them already.",
         is_bool=True,
     ),
     Setting(
@@ -106,6 +107,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def parameter_table() -> str:
+    """The Markdown table of :data:`SETTINGS` that ``argocd/README.md`` holds (a test keeps it equal), so the
+    documented parameters are the ones the plugin reads."""
+    rows = ["| parameter | `plugin.env` name | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{s.name}` | `TOPORENDER_{s.env}` | {s.tooltip} |" for s in SETTINGS]
+    return "\n".join(rows) + "\n"
 BY_ENV = {s.env: s for s in SETTINGS}
 
 
