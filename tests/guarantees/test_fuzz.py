@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_bad_input import LEAKS
 
 from toporender.errors import UserError
 from toporender.load.yaml_source import load_text
@@ -116,6 +117,7 @@ def test_fuzz_render_is_valid_or_a_clean_error(data: st.DataObject) -> None:
     except UserError as err:
         for d in err.diagnostics:
             assert d.message and "Traceback" not in d.message
+            assert not LEAKS.search(d.message), d.message
             assert d.pos is None or d.pos.line >= 1
             STATS["errors"].add(re.sub(r"'[^']*'|\d+", "_", d.message)[:120])
         return
