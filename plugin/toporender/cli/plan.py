@@ -5,11 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import yaml
 
 from toporender.cli.guard import guarded
 from toporender.errors import Diagnostic, Position, UserError, fail
-from toporender.hosts.common import read_stdin
 from toporender.load.yaml_source import Document, load_file
 
 
@@ -20,17 +18,42 @@ def inventory_cmd() -> None:
 
 @inventory_cmd.command("import")
 @click.argument("source", default="-")
+@click.option("-o", "--output", "output", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the inventory to FILE (atomically, only when the import succeeded) instead of stdout.")
 @guarded("inventory import")
-def import_cmd(source: str) -> None:
-    """Turn `kubectl get nodes -o yaml|json` output (FILE or - for stdin) into the compact, sorted form."""
-    from toporender.placement.inventory import import_inventory, inventory_documents, read_inventory_file
+def import_cmd(source: str, output: Path | None) -> None:
+    """Turn `kubectl get nodes -o yaml|json` output (FILE or - for stdin) into the compact, sorted form.
 
-    if source == "-":
-        docs = inventory_documents(read_stdin(), "<stdin>")
-    else:
-        docs = read_inventory_file(Path(source), source)
-    out = import_inventory(docs)
-    click.echo(yaml.safe_dump(out, sort_keys=False, default_flow_style=False), nl=False)
+    Dumps of any size are read one node at a time (docs/security.md, "Size limits")."""
+    import io
+    import sys
+
+    from toporender.placement.inventory import compact_inventory, inventory_yaml
+    from toporender.placement.nodelist import read_nodes
+
+    path = Path(source)
+    if source != "-" and path.is_dir():
+        raise fail("expected a file but found a directory", Position(source))
+    try:
+        raw = sys.stdin.buffer if source == "-" else path.open("rb")
+    except FileNotFoundError:
+        raise fail("file not found", Position(source)) from None
+    except OSError as exc:
+        raise fail(f"cannot read file: {exc.strerror or exc}", Position(source)) from None
+    display = "<stdin>" if source == "-" else source
+    try:
+        with io.TextIOWrapper(raw, encoding="utf-8-sig") as stream:
+            nodes = read_nodes(stream, display)
+    except UnicodeDecodeError:
+        raise fail("file is not valid UTF-8; save it as UTF-8", Position(display)) from None
+    text = inventory_yaml(compact_inventory(nodes))
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from toporender.emit.atomic import atomic_write
+
+    atomic_write(output, text)
+    click.echo(f"wrote {output}: {len(nodes)} nodes", err=True)
 
 
 def _run_documents(target: Path) -> list[Document] | None:

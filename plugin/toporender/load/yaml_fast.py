@@ -42,8 +42,13 @@ _EXACT_NON_ASCII = ("\x85", "\u2028", "\u2029", "\ufeff")
 # At the start of a node: anchors, aliases, tags, directives, reserved indicators.
 _INDICATORS = "&*!%@`"
 _AT_NODE_START = {c: re.compile(r"(?:^|[-?:,\[{ ])" + re.escape(c), re.M) for c in _INDICATORS}
-# Ints YAML 1.1 reads differently: leading zeros (octal there, decimal in 1.2) and 0o (1.2 only).
-_RISKY_INT = re.compile(r"0(?<![\w.]0)(?<![\w.][-+]0)[0-9_o]")
+# Ints YAML 1.1 reads differently: leading zeros (octal there, decimal in 1.2) and 0o (1.2 only), at the start
+# of a plain scalar: after a space or line break, a flow indicator, or the ':' after a quoted key or a flow
+# collection. Inside a string ("2026-10-01T08:00:00Z") such a spelling is no number, and kubectl's dumps have
+# timestamps everywhere.
+# The pattern starts with its literal "0", so the engine only stops at zeros.
+_RISKY_INT = re.compile(r"0(?:(?<=[\s\[{,]0)|(?<=[\s\[{,][-+]0)|(?<=[\"'\]}]:0)|(?<=[\"'\]}]:[-+]0))[0-9_o]")
+_RISKY_INT_FIRST = re.compile(r"[-+]?0[0-9_o]")
 # Python refuses to read ints longer than sys.get_int_max_str_digits() (3.11+) and so does the
 # exact loader; yaml-rs does not. Checked on the ints read (a regex over the text took longer
 # than all other checks together); spellings with leading zeros are _RISKY_INT's.
@@ -96,7 +101,7 @@ def load_plain(text: str, exact_scalar: Callable[[str], Any], *, max_nodes: int,
     numbers = _agrees(data, text, exact_scalar, max_nodes, max_depth)
     if numbers is None:
         return UNSURE
-    if int in numbers and _RISKY_INT.search(text):
+    if int in numbers and (_RISKY_INT.search(text) or _RISKY_INT_FIRST.match(text)):
         return UNSURE
     if float in numbers and _RISKY_FLOAT.search(text):
         return UNSURE

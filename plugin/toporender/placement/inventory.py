@@ -8,6 +8,7 @@ Two input shapes are accepted: the compact ``NodeInventory`` form that ``toporen
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,5 +351,71 @@ def compact_node(node: Node) -> dict[str, Any]:
 
 def import_inventory(documents: Iterable[Document]) -> dict[str, Any]:
     """Turn a live ``kubectl get nodes`` dump (or an inventory) into the compact, sorted form."""
-    nodes = sorted(nodes_from_documents(documents), key=lambda n: n.name)
-    return {"apiVersion": API_VERSION, "kind": KIND, "nodes": [compact_node(n) for n in nodes]}
+    return compact_inventory(nodes_from_documents(documents))
+
+
+def compact_inventory(nodes: Iterable[Node]) -> dict[str, Any]:
+    """The compact inventory of ``nodes``, sorted by name."""
+    ordered = sorted(nodes, key=lambda n: n.name)
+    return {"apiVersion": API_VERSION, "kind": KIND, "nodes": [compact_node(n) for n in ordered]}
+
+
+_COMPACT_ORDER = ("name", "gpus", "usedGPUs", "labels", "unschedulable", "taints")
+_SIMPLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
+"""Strings written the way labels and node names are; PyYAML writes them plain or single-quoted."""
+
+
+def inventory_yaml(inventory: dict[str, Any]) -> str:
+    """``yaml.safe_dump(inventory, sort_keys=False)``, byte for byte, in a fraction of its time.
+
+    PyYAML writes a 200,000-node inventory in minutes. Its output for the compact form is regular:
+    block mappings and sequences, and each string plain unless the YAML 1.1 resolver reads it as another
+    type, when it is single-quoted. That is what this writes, for strings of the characters labels and
+    names use; any other string, where PyYAML's quoting rules are subtler, sends the whole inventory to
+    PyYAML (its C emitter when libyaml is there)."""
+    import yaml
+
+    resolver = yaml.resolver.Resolver()
+    seen: dict[str, str] = {}
+
+    def scalar(text: str) -> str:
+        out = seen.get(text)
+        if out is None:
+            if not _SIMPLE.fullmatch(text) or len(text) > 64:
+                raise ValueError(text)
+            tag = resolver.resolve(yaml.ScalarNode, text, (True, False))
+            out = seen[text] = text if tag == "tag:yaml.org,2002:str" else f"'{text}'"
+        return out
+
+    try:
+        lines = [f"apiVersion: {scalar(inventory['apiVersion'])}", f"kind: {scalar(inventory['kind'])}"]
+        nodes = inventory["nodes"]
+        lines.append("nodes:" if nodes else "nodes: []")
+        for node in nodes:
+            if list(node) != [k for k in _COMPACT_ORDER if k in node] or len(node) != len(node.keys() & _COMPACT_ORDER):
+                raise ValueError("not in compact_node's order")
+            lines.append(f"- name: {scalar(node['name'])}")
+            lines.append(f"  gpus: {int(node['gpus'])}")
+            if "usedGPUs" in node:
+                lines.append(f"  usedGPUs: {int(node['usedGPUs'])}")
+            labels = node["labels"]
+            lines.append("  labels:" if labels else "  labels: {}")
+            lines.extend(f"    {scalar(k)}: {scalar(v)}" for k, v in labels.items())
+            if "unschedulable" in node:
+                if node["unschedulable"] is not True:
+                    raise ValueError("compact_node writes unschedulable only when it is true")
+                lines.append("  unschedulable: true")
+            taints = node.get("taints") or []
+            if taints:
+                lines.append("  taints:")
+            for taint in taints:
+                if list(taint) not in (["key", "value", "effect"], ["key", "effect"]):
+                    raise ValueError("not in compact_node's order")
+                lines.append(f"  - key: {scalar(taint['key'])}")
+                if "value" in taint:
+                    lines.append(f"    value: {scalar(taint['value'])}")
+                lines.append(f"    effect: {scalar(taint['effect'])}")
+    except ValueError:
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(inventory, Dumper=dumper, sort_keys=False, default_flow_style=False)
+    return "\n".join(lines) + "\n"

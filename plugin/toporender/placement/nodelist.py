@@ -1,0 +1,291 @@
+"""``toporender inventory import`` for dumps of any size: a NodeList read one node at a time.
+
+``kubectl get nodes -o json`` of a cluster of a million GPUs is well over 100 MB. Read whole, its nodes
+take several GiB as Python objects, while the compact inventory keeps a few labels per node. So the dump
+is read in blocks: ``-o json`` item by item with the JSON decoder, ``-o yaml`` in batches of items cut at
+the lines where kubectl starts an item, each batch read like any YAML file (so it gets the same YAML 1.1
+rules and messages). Only each node's compact form is kept, with its label strings shared. Memory is
+then the compact inventory plus one block, whatever the size of the dump.
+
+Any other layout (a compact inventory, single Node documents, a NodeList whose items are written some
+other way) is read whole, within the inventory size limit, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import IO, Any
+
+from toporender.errors import Diagnostic, Position, UserError, fail
+from toporender.load.yaml_source import Document, Loc, load_text
+from toporender.placement.inventory import (
+    MAX_INVENTORY_BYTES,
+    Node,
+    _k8s_node,
+    inventory_documents,
+    nodes_from_documents,
+    value_budget,
+)
+
+BLOCK_CHARS = 4 * 1024 * 1024
+"""Characters read at a time."""
+MAX_ITEM_CHARS = 64 * 1024 * 1024
+"""A single Node larger than this is not a Node kubectl printed; refuse it rather than grow without end."""
+MAX_ERRORS = 100
+"""Stop collecting problems after this many: a dump with a systematic fault repeats it on every node."""
+_LIST_KINDS = ("List", "NodeList")
+
+
+class _Excerpt(Document):
+    """A batch of a larger file: positions are moved to where the batch sits in the file."""
+
+    def __init__(self, doc: Document, first_line: int, indent: int) -> None:
+        super().__init__(doc.source, doc.index, doc.data, doc.marks, doc.text)
+        self._inner = doc
+        self._lines = first_line - 1
+        self._indent = indent
+
+    def pos(self, loc: Loc = ()) -> Position:
+        inner = self._inner.pos(loc)
+        return Position(inner.path, inner.line + self._lines, inner.col + self._indent, inner.data_path)
+
+
+@dataclass
+class _Collector:
+    """Nodes in reading order, duplicate names refused, label strings shared between nodes."""
+
+    display: str
+    nodes: list[Node]
+    seen: dict[str, Position | None]
+    errors: list[Diagnostic]
+    strings: dict[str, str]
+
+    def add(self, doc: Document, loc: Loc, raw: Any) -> None:
+        if len(self.errors) >= MAX_ERRORS:
+            return
+        node = _k8s_node(doc, loc, raw, self.errors)
+        if node is None:
+            return
+        if node.name in self.seen:
+            self.errors.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
+            return
+        self.seen[node.name] = None
+        share = self.strings.setdefault
+        labels = {share(k, k): share(v, v) for k, v in node.labels.items()}
+        self.nodes.append(Node(node.name, labels, node.gpus, node.used_gpus, node.unschedulable, node.taints))
+
+
+def read_nodes(stream: IO[str], display: str) -> list[Node]:
+    """Every node of the dump in ``stream`` (JSON or YAML), all problems raised at once."""
+    head = stream.read(BLOCK_CHARS)
+    start = head.lstrip()[:1]
+    collector = _Collector(display, [], {}, [], {})
+    streamed = (_json_items(head, stream, collector) if re.match(r'\s*\{\s*"', head)
+                else _yaml_items(head, stream, collector) if start and start not in "[{" else False)
+    if not streamed:
+        text = head + stream.read(MAX_INVENTORY_BYTES + 1 - len(head))
+        if len(text) > MAX_INVENTORY_BYTES:
+            raise fail(f"an inventory that is not a kubectl NodeList may be at most {MAX_INVENTORY_BYTES // 2**20} "
+                       "MiB; import the cluster's 'kubectl get nodes -o json' instead", Position(display))
+        return nodes_from_documents(inventory_documents(text, display))
+    if collector.errors:
+        more = len(collector.errors) >= MAX_ERRORS
+        raise UserError(collector.errors + ([Diagnostic(f"stopped after {MAX_ERRORS} problems", Position(display))]
+                                            if more else []))
+    return collector.nodes
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+class _JsonBlocks:
+    """The text of a stream as a window that grows at its end and is cut at its start."""
+
+    def __init__(self, head: str, stream: IO[str], display: str) -> None:
+        self.buf, self.stream, self.display = head, stream, display
+        self.pos = 0
+        self.eof = False
+        self.line = 1
+        self.line_start = 0
+        self.counted = 0
+        self.decoder = json.JSONDecoder()
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        block = self.stream.read(BLOCK_CHARS)
+        if not block:
+            self.eof = True
+            return False
+        self.where(self.pos)
+        self.buf = self.buf[self.pos:] + block
+        self.counted -= self.pos
+        self.line_start -= self.pos
+        self.pos = 0
+        return True
+
+    def where(self, index: int) -> Position:
+        """The line and column of ``buf[index]``; lines are counted once, as the window moves on."""
+        if index > self.counted:
+            newlines = self.buf.count("\n", self.counted, index)
+            if newlines:
+                self.line += newlines
+                self.line_start = self.buf.rindex("\n", self.counted, index) + 1
+            self.counted = index
+        return Position(self.display, self.line, index - self.line_start + 1)
+
+    def skip_space(self) -> str:
+        """The next significant character (not consumed), or '' at the end."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.buf) or not self.more():
+                return self.buf[self.pos:self.pos + 1]
+
+    def expect(self, chars: str, what: str) -> str:
+        found = self.skip_space()
+        if not found or found not in chars:
+            raise fail(f"invalid JSON: expected {what}", self.where(self.pos))
+        self.pos += 1
+        return found
+
+    def value(self) -> tuple[Any, Position]:
+        """The next JSON value and where it starts."""
+        self.skip_space()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if len(self.buf) - self.pos > MAX_ITEM_CHARS:
+                    raise fail(f"a value larger than {MAX_ITEM_CHARS // 2**20} MiB", self.where(self.pos)) from None
+                if self.more():
+                    continue
+                raise fail(f"invalid JSON: {exc.msg}", self.where(exc.pos)) from None
+            if end < len(self.buf) or not self.more():  # a number may go on in the next block
+                where = self.where(self.pos)
+                self.pos = end
+                return value, where
+
+
+def _json_items(head: str, stream: IO[str], collector: _Collector) -> bool:
+    blocks = _JsonBlocks(head, stream, collector.display)
+    blocks.expect("{", "'{'")
+    top: dict[str, Any] = {}
+    items_seen = False
+    if blocks.skip_space() == "}":
+        blocks.pos += 1
+    else:
+        while True:
+            key, key_pos = blocks.value()
+            if not isinstance(key, str):
+                raise fail("invalid JSON: expected a key", key_pos)
+            blocks.expect(":", "':'")
+            if key == "items" and not items_seen:
+                items_seen = True
+                blocks.expect("[", "the list of items")
+                index = 0
+                if blocks.skip_space() == "]":
+                    blocks.pos += 1
+                else:
+                    while True:
+                        raw, where = blocks.value()
+                        doc = Document(collector.display, 0, raw, {(): (where.line, where.col)})
+                        collector.add(doc, (), raw)
+                        index += 1
+                        if blocks.expect(",]", "',' or ']' after an item") == "]":
+                            break
+            elif key in top or key == "items":
+                raise fail(f"duplicate key {key!r}", key_pos)
+            else:
+                top[key], _ = blocks.value()
+            if blocks.expect(",}", "',' or '}'") == "}":
+                break
+    if blocks.skip_space():
+        raise fail("invalid JSON: more after the end of the document", blocks.where(blocks.pos))
+    _check_list(top, items_seen, Position(collector.display))
+    return True
+
+
+def _check_list(top: dict[str, Any], items_seen: bool, pos: Position) -> None:
+    if top.get("kind") not in _LIST_KINDS:
+        raise fail(f"expected kind NodeList or List (what 'kubectl get nodes' prints), got {top.get('kind')!r}", pos)
+    if not items_seen:
+        raise fail("the NodeList has no 'items'", pos)
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML
+
+_LAYOUT = re.compile(r"^items:[ \t]*\n(?:[ \t]*(?:#[^\n]*)?\n)*( *)- ", re.M)
+BATCH_CHARS = 1024 * 1024
+"""YAML items are parsed a batch of about this many characters at a time: large enough that the per-parse
+overhead vanishes, small enough to stay a block's worth of memory."""
+
+
+def _yaml_items(head: str, stream: IO[str], collector: _Collector) -> bool:
+    """Read a kubectl-style YAML NodeList (``items:`` at the top, then one ``- `` line per item) batch by
+    batch; False, having read nothing beyond ``head``, when ``head`` shows another layout.
+
+    The item lines are found in whole blocks by regular expressions: an item starts at a line that begins
+    with the marker (``- `` at the items' indentation), and the items end at the first line that is neither
+    an item's start, nor indented into an item, nor blank or a comment."""
+    layout = _LAYOUT.search(head)
+    if layout is None or re.search(r"^(?:---|\.\.\.|%)", head[:layout.start()], re.M):
+        return False
+    indent = len(layout.group(1))
+    marker = " " * indent + "- "
+    items_end = re.compile(rf"^(?!{re.escape(marker)}| {{{indent + 2}}}|[ \t]*(?:#|$))", re.M)
+    before = head[:layout.start()]
+    body = head.index("\n", layout.start()) + 1
+    buf, line = head[body:], before.count("\n") + 2
+    eof = False
+    after = ""
+    while True:
+        complete = len(buf) if eof else buf.rfind("\n") + 1
+        end = items_end.search(buf, 0, complete)
+        if end is not None or eof:
+            stop = end.start() if end is not None else len(buf)
+            _yaml_batch(buf[:stop], line, indent, collector)
+            after = buf[stop:]
+            break
+        if complete >= BATCH_CHARS:
+            cut = buf.rfind("\n" + marker, 0, complete) + 1
+            if cut > 0:
+                _yaml_batch(buf[:cut], line, indent, collector)
+                line += buf.count("\n", 0, cut)
+                buf = buf[cut:]
+            elif len(buf) > MAX_ITEM_CHARS:
+                raise fail(f"a node item larger than {MAX_ITEM_CHARS // 2**20} MiB", Position(collector.display, line))
+        block = stream.read(BLOCK_CHARS)
+        eof = not block
+        buf += block
+    after += stream.read(MAX_INVENTORY_BYTES + 1 - len(after))
+    if len(after) > MAX_INVENTORY_BYTES or re.search(r"^(?:items:|---|\.\.\.)", after, re.M):
+        raise fail("the NodeList has more after its items than a NodeList holds (another 'items', or another "
+                   "document); give one NodeList", Position(collector.display, line))
+    docs = load_text(before + after, collector.display)
+    top = docs[0].data if docs and isinstance(docs[0].data, dict) else {}
+    _check_list(top, True, Position(collector.display, 1))
+    return True
+
+
+def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) -> None:
+    if not text.strip():
+        return
+    if indent:
+        text = re.sub("^" + " " * indent, "", text, flags=re.M)
+    try:
+        docs = load_text(text, collector.display, max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
+    except UserError as err:
+        raise UserError([Diagnostic(d.message, Position(d.pos.path, d.pos.line + first_line - 1, d.pos.col + indent))
+                         if d.pos and d.pos.path == collector.display else d for d in err.diagnostics]) from None
+    if not docs:
+        return
+    doc = _Excerpt(docs[0], first_line, indent)
+    if not isinstance(doc.data, list):
+        raise fail("expected a list of Node items", doc.pos())
+    for i, raw in enumerate(doc.data):
+        collector.add(doc, (i,), raw)

@@ -1,0 +1,162 @@
+"""``inventory import`` of large dumps: read one node at a time, the same nodes and messages as reading whole.
+
+The streamed readers are compared with the whole-file reader on dumps in kubectl's layouts, with blocks and
+batches made tiny so that every item straddles a boundary somewhere; the compact YAML writer is compared
+with ``yaml.safe_dump``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.placement.conftest import FIXTURES, ROOT
+
+from toporender.cli import cli
+from toporender.errors import UserError
+from toporender.placement import nodelist
+from toporender.placement.inventory import compact_inventory, inventory_documents, inventory_yaml, nodes_from_documents
+
+sys.path.insert(0, str(ROOT / "benchmarks" / "inventory"))
+from generate import write  # noqa: E402
+
+
+def streamed(text: str) -> dict[str, Any]:
+    return compact_inventory(nodelist.read_nodes(io.StringIO(text), "dump"))
+
+
+def whole(text: str) -> dict[str, Any]:
+    return compact_inventory(nodes_from_documents(inventory_documents(text, "dump")))
+
+
+def error(read: Any, text: str) -> list[str]:
+    with pytest.raises(UserError) as exc:
+        read(text)
+    return [str(d) for d in exc.value.diagnostics]
+
+
+@pytest.fixture(params=[(7, 40), (64, 1), (4096, 300)], ids=["tiny-blocks", "one-item-batches", "small-blocks"])
+def small(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    block, batch = request.param
+    monkeypatch.setattr(nodelist, "BLOCK_CHARS", block)
+    monkeypatch.setattr(nodelist, "BATCH_CHARS", batch)
+
+
+def dump(tmp_path: Path, suffix: str, nodes: int = 9, lean: bool = False) -> str:
+    path = tmp_path / f"nodes{suffix}"
+    write(path, nodes, lean, 0)
+    return path.read_text()
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+@pytest.mark.parametrize("lean", [False, True], ids=["full", "lean"])
+def test_streamed_dump_reads_as_the_whole_file(small: None, tmp_path: Path, suffix: str, lean: bool) -> None:
+    text = dump(tmp_path, suffix, lean=lean)
+    assert streamed(text) == whole(text)
+    assert len(streamed(text)["nodes"]) == 9
+
+
+LAYOUTS = {
+    "indented items": (FIXTURES / "nodelist.yaml").read_text(),
+    "comments and blank lines": "apiVersion: v1\n# nodes\nitems:\n\n# first\n- metadata: {name: a}\n\n  status: "
+                                "{allocatable: {nvidia.com/gpu: '4'}}\n# second\n- metadata: {name: b}\nkind: List\n",
+    "kind before items": "kind: NodeList\napiVersion: v1\nitems:\n- metadata: {name: a}\n- metadata: {name: b}\n",
+    "document marker first": "---\napiVersion: v1\nitems:\n- metadata: {name: a}\nkind: List\n",
+    "json compact": json.dumps({"apiVersion": "v1", "items": [{"metadata": {"name": n}, "status": {
+        "allocatable": {"nvidia.com/gpu": 8}}} for n in "ba"], "kind": "List"}),
+    "json empty items": '{"kind": "List", "items": []}',
+    "compact inventory (read whole)": "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
+                                      "- {name: a, gpus: 4, labels: {}}\n",
+    "single node (read whole)": "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n",
+    "empty items (read whole)": "apiVersion: v1\nitems: []\nkind: List\n",
+}
+
+
+@pytest.mark.parametrize("text", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_layouts(small: None, text: str) -> None:
+    assert streamed(text) == whole(text)
+
+
+BAD = {
+    "gpus not a number, yaml": ("apiVersion: v1\nitems:\n- metadata: {name: a}\n- metadata: {name: b}\n  status:\n"
+                                "    allocatable: {nvidia.com/gpu: lots}\nkind: List\n",
+                                "dump:6:19: status.allocatable['nvidia.com/gpu'] must be a non-negative integer"),
+    "duplicate node, yaml": ("apiVersion: v1\nitems:\n- metadata: {name: a}\n- metadata: {name: a}\nkind: List\n",
+                             "dump:4:3: node 'a' is listed twice"),
+    "duplicate node, json": ('{"kind": "List", "items": [\n  {"metadata": {"name": "a"}},\n'
+                             '  {"metadata": {"name": "a"}}\n]}', "dump:3:3: node 'a' is listed twice"),
+    "broken json": ('{"kind": "List", "items": [\n  {"metadata": {"name": "a"}},\n  {"metadata": }\n]}',
+                    "dump:3:16: invalid JSON: Expecting value"),
+    "not a list": ('{"kind": "Pod", "items": []}', "dump:1:1: expected kind NodeList or List"),
+    "broken yaml item": ("apiVersion: v1\nitems:\n- metadata: {name: a}\n- metadata: {name: [b}\nkind: List\n",
+                         "dump:4:"),
+}
+
+
+@pytest.mark.parametrize(("text", "expect"), BAD.values(), ids=BAD.keys())
+def test_problems_are_positioned_in_the_dump(small: None, text: str, expect: str) -> None:
+    messages = error(streamed, text)
+    assert any(m.startswith(expect) for m in messages), messages
+
+
+labels = st.dictionaries(
+    st.sampled_from(["zone", "nvidia.com/gpu.clique", "k8s.io/x", "a" * 70, "rack", "x y"]),
+    st.sampled_from(["8", "yes", "on", "0777", "1e3", "1.5", "null", "~", "z1", "", "a b", "-x", "'q'", "r-1",
+                     "0546fb3d-6b62.1", "12:30", "x" * 70, "true", "NO"]), max_size=4)
+nodes = st.lists(st.fixed_dictionaries(
+    {"name": st.sampled_from(["n1", "n2", "0777", "yes", "node.with.dots", "n" * 80]),
+     "gpus": st.integers(0, 16), "labels": labels},
+    optional={"usedGPUs": st.integers(1, 4), "unschedulable": st.just(True),
+              "taints": st.lists(st.fixed_dictionaries({"key": st.sampled_from(["k", "nvidia.com/gpu"]),
+                                                        "effect": st.sampled_from(["NoSchedule", "NoExecute"])},
+                                                       optional={"value": st.sampled_from(["v", "8", "on"])}),
+                                 min_size=1, max_size=2)}), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes)
+def test_inventory_yaml_is_what_pyyaml_writes(node_list: list[dict[str, Any]]) -> None:
+    order = ("name", "gpus", "usedGPUs", "labels", "unschedulable", "taints")
+    for compact in (False, True):
+        if compact:  # the order compact_node writes, which takes the fast path when the strings allow
+            node_list = [{k: n[k] for k in order if k in n} for n in node_list]
+        inventory = {"apiVersion": "toporender.dev/v1alpha1", "kind": "NodeInventory", "nodes": node_list}
+        assert inventory_yaml(inventory) == yaml.safe_dump(inventory, sort_keys=False, default_flow_style=False)
+
+
+def test_inventory_yaml_of_an_imported_dump_takes_the_fast_path(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(yaml, "dump", lambda *a, **k: pytest.fail("fell back to PyYAML"))
+    inventory = streamed(dump(tmp_path, ".json"))
+    assert inventory_yaml(inventory) == yaml.safe_dump(inventory, sort_keys=False, default_flow_style=False)
+
+
+def test_import_writes_the_file_only_on_success(tmp_path: Path) -> None:
+    out = tmp_path / "inventory" / "nodes.yaml"
+    out.parent.mkdir()
+    good = CliRunner().invoke(cli, ["inventory", "import", str(FIXTURES / "nodelist.yaml"), "-o", str(out)])
+    assert good.exit_code == 0 and good.stdout == "", good.output
+    assert out.read_text() == inventory_yaml(whole((FIXTURES / "nodelist.yaml").read_text()))
+    before = out.read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD["gpus not a number, yaml"][0])
+    failed = CliRunner().invoke(cli, ["inventory", "import", str(bad), "-o", str(out)])
+    assert failed.exit_code == 1 and out.read_text() == before
+    assert [p.name for p in out.parent.iterdir()] == ["nodes.yaml"], "no temp file left behind"
+
+
+def test_import_refuses_non_utf8_and_directories(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"apiVersion: v1\nitems:\n- metadata: {name: caf\xe9}\nkind: List\n")
+    result = CliRunner().invoke(cli, ["inventory", "import", str(bad)])
+    assert result.exit_code == 1 and "not valid UTF-8" in result.stderr and result.stdout == ""
+    result = CliRunner().invoke(cli, ["inventory", "import", str(tmp_path)])
+    assert result.exit_code == 1 and "found a directory" in result.stderr
