@@ -26,7 +26,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toporender.build.backends.interface import GangObjects
-from toporender.build.backends.kai import queue_name
 from toporender.expand.gangs import Gang
 from toporender.expand.levels import LevelConstraint
 from toporender.expand.naming import unique_names
@@ -39,6 +38,9 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 SUBGROUP_LABEL = "toporender.dev/subgroup"
 POOL_LABEL = "toporender.dev/pool"
 HOSTNAME = "kubernetes.io/hostname"
+DEFAULT_QUEUE = "default"
+"""Volcano's own queue, which every installation has; toporender renders no Volcano Queue, so a queue named
+after the pool would be rejected by the PodGroup webhook until an admin created it."""
 
 
 def tiers(pool: PoolConfig) -> dict[str, int]:
@@ -147,7 +149,7 @@ class VolcanoBackend:
 
     def render_gang(self, gang: Gang) -> GangObjects:
         pool, topo = gang.pool, gang.topology
-        spec: dict[str, Any] = {"minMember": len(gang.tasks), "queue": queue_name(gang.pool_name, pool)}
+        spec: dict[str, Any] = {"minMember": len(gang.tasks), "queue": pool.queue or DEFAULT_QUEUE}
         if pool.priority_class:
             spec["priorityClassName"] = pool.priority_class
         top, _ = network_topology(topo.constraint, pool)
