@@ -110,9 +110,9 @@ def slice_plan(gang: Gang) -> SlicePlan:
             dropped.append(f"{where}: the required level of subgroups {names} is NOT enforced: Kueue slices need "
                            "every branch of the subgroup tree to have the same depth")
         elif len(required) > 1:
-            dropped.append(f"{where}: the required levels of subgroups {names} differ "
-                           f"({', '.join(sorted(str(r) for r in required))}) and are NOT enforced: a Kueue slice "
-                           "layer has one level")
+            levels = ", ".join(sorted(r or "none" for r in required))
+            dropped.append(f"{where}: the required levels of subgroups {names} differ ({levels}) and are NOT "
+                           "enforced: a Kueue slice layer has one level for all its slices")
         elif len(sizes) > 1:
             dropped.append(f"{where}: subgroups {names} have different sizes ({', '.join(map(str, sorted(sizes)))}) "
                            "so their required level is NOT enforced: Kueue slices have one size per layer")
