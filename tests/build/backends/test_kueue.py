@@ -87,6 +87,7 @@ def test_flavor_without_node_labels_is_what_the_crd_rejects() -> None:
         ("    topology_keys:\n    - {key: host, label: kubernetes.io/hostname}\n"
          "    - {key: zone, label: topology.kubernetes.io/zone}\n",
          "toporender.yaml:6:7: pool 'p': Kueue's Topology takes kubernetes.io/hostname only as the last level"),
+        ("    pin: hard\n", "toporender.yaml:5:5: pool 'p': Kueue picks the domains itself"),
     ],
 )
 def test_pool_settings_kueue_cannot_honour_are_errors(tmp_path: Path, pool: str, message: str) -> None:

@@ -215,6 +215,10 @@ def pool_problems(pool: PoolConfig) -> list[tuple[tuple[str | int, ...], str]]:
         i = labels.index("kubernetes.io/hostname")
         out.append((("topology_keys", i), "Kueue's Topology takes kubernetes.io/hostname only as the last level; "
                                           "list it last"))
+    if pool.pin != "none":
+        out.append((("pin",), "Kueue picks the domains itself and injects their node selectors; pinning pods to "
+                              "the intended domain would give pods of one group different affinities, which Kueue "
+                              "splits into one PodSet each; use pin: none (the intended domains stay annotations)"))
     if pool.render_pool_objects:
         out.extend(pool_objects_problems(pool))
     return out
