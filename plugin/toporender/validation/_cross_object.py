@@ -174,9 +174,11 @@ def _kueue_and_volcano(pods: list[dict[str, Any]], columns: PodColumns | None,
     """Kueue pod groups and Volcano links, read from the columns when the Pods are regular (skipped entirely
     when no Pod carries either backend's link and there is no Volcano object)."""
     if columns is not None:
-        views = list(zip(columns.pods, columns.namespaces, columns.labels, columns.annotations, columns.schedulers))
         kueue = KUEUE_GROUP_LABEL in columns.label_keys
         volcano = bool(volcano_pgs or hypernodes) or any(VOLCANO_GROUP_ANNOTATION in a for a in columns.annotations)
+        if not kueue and not volcano:
+            return []
+        views = list(zip(columns.pods, columns.namespaces, columns.labels, columns.annotations, columns.schedulers))
     else:
         views = []
         for pod in pods:
