@@ -55,6 +55,23 @@ SOURCES: list[tuple[str, str, str]] = [
         "koordinator-v1.8.0_scheduling.koordinator.sh_clusternetworktopologies.json",
         "v1.8.0",
     ),
+    ("kueue-v0.19.2_kueue.x-k8s.io_topologies.yaml", "kueue-v0.19.2_kueue.x-k8s.io_topologies.json", "v0.19.2"),
+    (
+        "kueue-v0.19.2_kueue.x-k8s.io_resourceflavors.yaml",
+        "kueue-v0.19.2_kueue.x-k8s.io_resourceflavors.json",
+        "v0.19.2",
+    ),
+    ("kueue-v0.19.2_kueue.x-k8s.io_localqueues.yaml", "kueue-v0.19.2_kueue.x-k8s.io_localqueues.json", "v0.19.2"),
+    (
+        "volcano-v1.15.1_scheduling.volcano.sh_podgroups.yaml",
+        "volcano-v1.15.1_scheduling.volcano.sh_podgroups.json",
+        "v1.15.1",
+    ),
+    (
+        "volcano-v1.15.1_topology.volcano.sh_hypernodes.yaml",
+        "volcano-v1.15.1_topology.volcano.sh_hypernodes.json",
+        "v1.15.1",
+    ),
 ]
 
 KEEP = frozenset(

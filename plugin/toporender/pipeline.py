@@ -94,7 +94,8 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     if options.sync_waves is not None:
         repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
     gangs = _expand(repo, options, sink)
-    pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects)
+    pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects,
+                             inventory=options.inventory, inventory_docs=inventory_docs)
     built = build_gangs(repo, gangs, sink)
     if repo.config.policy.pod_security == "restricted":
         check_restricted(repo, built)

@@ -29,7 +29,7 @@ weird = st.sampled_from(["", " ", "-x", "x_", "Upper_Case", "a" * 70, "ü", "a.b
 
 @st.composite
 def pools(draw: st.DrawFn) -> dict[str, Any]:
-    backend = draw(st.sampled_from(["kai", "kai", "koordinator", "kube"]))
+    backend = draw(st.sampled_from(["kai", "kai", "koordinator", "kueue", "volcano", "kube"]))
     keys = draw(st.lists(st.sampled_from(LEVELS), unique=True, max_size=4))
     keys.sort(key=LEVELS.index)
     pool: dict[str, Any] = {"backend": backend}
@@ -39,6 +39,10 @@ def pools(draw: st.DrawFn) -> dict[str, Any]:
         pool["render_pool_objects"] = True
     if draw(st.booleans()):
         pool["kai_version"] = draw(st.sampled_from(["v0.14", "v0.15"]))
+    if backend == "kueue":
+        pool["kueue_version"] = draw(st.sampled_from(["v0.15", "v0.19"]))
+        if draw(st.booleans()):
+            pool["node_selector"] = {"example.com/pool": "gpu"}
     return pool
 
 

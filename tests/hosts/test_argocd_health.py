@@ -21,7 +21,8 @@ SAMPLES = yaml.safe_load((Path(__file__).parent / "fixtures" / "health_samples.y
 CASES = [(script, name) for script, cases in sorted(SAMPLES.items()) for name in sorted(cases)]
 SCHEMAS = {"scheduling.run.ai_PodGroup": "kai-main_scheduling.run.ai_podgroups.json",
            "scheduling.sigs.k8s.io_PodGroup": "koordinator-v1.8.0_scheduling.sigs.k8s.io_podgroups.json",
-           "resource.nvidia.com_ComputeDomain": "dra-main_resource.nvidia.com_computedomains.json"}
+           "resource.nvidia.com_ComputeDomain": "dra-main_resource.nvidia.com_computedomains.json",
+           "scheduling.volcano.sh_PodGroup": "volcano-v1.15.1_scheduling.volcano.sh_podgroups.json"}
 
 
 def lua(value: Any) -> str:

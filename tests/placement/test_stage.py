@@ -1,5 +1,5 @@
 """The pack stage inside render: intended domains on PodGroups and Pods, strictness, pinning,
-arrival order from toporender.lock, and backend-independent placement (KAI vs Koordinator)."""
+arrival order from toporender.lock, and backend-independent placement (KAI, Koordinator, Kueue, Volcano)."""
 
 from __future__ import annotations
 
@@ -32,10 +32,11 @@ def rack_repo(tmp_path: Path, *, pin: str = "none", strict: bool = False, backen
                           "labels": {"example.com/zone": "z1", "example.com/rack": f"rack{rack}"}})
     nodes[0]["usedGPUs"] = 4
     inventory = yaml.safe_dump({"apiVersion": "toporender.dev/v1alpha1", "kind": "NodeInventory", "nodes": nodes})
+    koord = backend == "koordinator"
     config = (f"namespace: ml\ninventory: nodes.yaml\npools:\n  p:\n    backend: {backend}\n    pin: {pin}\n"
               f"    strict: {str(strict).lower()}\n    topology_keys:\n"
-              f"    - {{key: zone, label: example.com/zone{', layer: DatacenterLayer' if backend != 'kai' else ''}}}\n"
-              f"    - {{key: rack, label: example.com/rack{', layer: BlockLayer' if backend != 'kai' else ''}}}\n")
+              f"    - {{key: zone, label: example.com/zone{', layer: DatacenterLayer' if koord else ''}}}\n"
+              f"    - {{key: rack, label: example.com/rack{', layer: BlockLayer' if koord else ''}}}\n")
     files = {"toporender.yaml": config, "nodes.yaml": inventory}
     files.update(workflows or {"workflows/a.yaml": job("a", replicas=2, per_replica=2)})
     return write_repo(tmp_path, files)
@@ -56,6 +57,16 @@ def intended(objects: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
         out[pod["metadata"]["labels"]["toporender.dev/task"]] = (ann["toporender.dev/intended-domain"],
                                                                   ann["toporender.dev/intended-node"])
     return out
+
+
+def domains(objects: list[dict[str, Any]]) -> dict[str, tuple[str | None, str | None]]:
+    """Like :func:`intended` by pod name, with None for pods of a gang that does not fit."""
+    return {p["metadata"]["name"]: (p["metadata"]["annotations"].get(INTENDED_DOMAIN),
+                                                            p["metadata"]["annotations"].get(INTENDED_NODE))
+            for p in objects if p["kind"] == "Pod"}
+
+
+INTENDED_DOMAIN, INTENDED_NODE = "toporender.dev/intended-domain", "toporender.dev/intended-node"
 
 
 def test_example_pods_get_intended_nodes_within_capacity() -> None:
@@ -128,10 +139,25 @@ def test_lock_file_keeps_earlier_gangs_in_place_when_a_new_workflow_sorts_first(
     assert {k: after[k] for k in before} == before
 
 
-def test_kai_and_koordinator_place_the_same_tasks_in_the_same_domains(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["koordinator", "kueue", "volcano"])
+def test_every_backend_places_the_same_tasks_in_the_same_domains_as_kai(tmp_path: Path, backend: str) -> None:
     kai = intended(render_repo(rack_repo(tmp_path / "kai", backend="kai")).objects)
-    koord = intended(render_repo(rack_repo(tmp_path / "koord", backend="koordinator")).objects)
-    assert kai == koord
+    other = intended(render_repo(rack_repo(tmp_path / backend, backend=backend)).objects)
+    assert len(kai) == 4 and all(domain for domain, _ in kai.values())
+    assert other == kai
+
+
+def test_intended_domains_identical_for_all_four_backends_with_uneven_gangs(tmp_path: Path) -> None:
+    """Several gangs of different shapes, one of them too big for a rack: the packer is the same for all."""
+    workflows = {"workflows/a.yaml": job("a", replicas=2, per_replica=2),
+                 "workflows/b.yaml": job("b", replicas=1, per_replica=3),
+                 "workflows/c.yaml": job("c", replicas=1, per_replica=1, gpu=2)}
+    results = {b: domains(render_repo(rack_repo(tmp_path / b, backend=b, workflows=workflows)).objects)
+               for b in ("kai", "koordinator", "kueue", "volcano")}
+    assert len(results["kai"]) == 8 and None in {d for d, _ in results["kai"].values()}
+    assert results["koordinator"] == results["kai"]
+    assert results["kueue"] == results["kai"]
+    assert results["volcano"] == results["kai"]
 
 
 def test_inventory_override_and_missing_inventory(tmp_path: Path) -> None:

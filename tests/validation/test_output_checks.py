@@ -19,6 +19,7 @@ from tests.validation.test_validation_fuzz import STREAMS, VALID, _paths, _repla
 from toporender.validation import _crd, _cross_object, output_problems, validate_object
 from toporender.validation._common import identity
 from toporender.validation._koordinator import koordinator_annotations
+from toporender.validation._kueue import kueue_pod
 from toporender.validation._meta import check_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,8 @@ def _one_by_one(objs: list[Any], kai: str, monkeypatch: pytest.MonkeyPatch) -> s
     out: set[tuple[int, str]] = set()
     for i, obj in enumerate(objs):
         if _is_pod(obj):
-            found = check_metadata(obj, "", "Pod", "Namespaced", False) + koordinator_annotations(obj, is_pod=True)
+            found = (check_metadata(obj, "", "Pod", "Namespaced", False) + koordinator_annotations(obj, is_pod=True)
+                     + kueue_pod(obj))
             out |= {(i, f"{identity(obj)}: {path}: {msg}") for path, msg in found}
         else:
             out |= {(i, p) for p in validate_object(obj, kai_version=kai, core=False)}
@@ -59,6 +61,8 @@ def _fast(objs: list[Any], kai: str) -> set[tuple[int, str]]:
 STREAMS_AND_RENDERS = [(s, _versions(p)[0]) for s, p in zip(STREAMS, VALID) if _versions(p)[1] == "main"] + [
     (_render("multi-rack-zone"), "main"),
     (_render("koordinator-spine"), "main"),
+    (_render("kueue-spine-blocks"), "main"),
+    (_render("volcano-hypernodes"), "main"),
 ]
 
 

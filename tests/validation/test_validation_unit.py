@@ -33,15 +33,30 @@ EXPECTED_CRDS = {
     ("resource.nvidia.com", "ComputeDomain", "v25.12.0"),
     ("scheduling.sigs.k8s.io", "PodGroup", "v1.8.0"),
     ("scheduling.koordinator.sh", "ClusterNetworkTopology", "v1.8.0"),
+    ("kueue.x-k8s.io", "Topology", "v0.19.2"),
+    ("kueue.x-k8s.io", "ResourceFlavor", "v0.19.2"),
+    ("kueue.x-k8s.io", "LocalQueue", "v0.19.2"),
+    ("scheduling.volcano.sh", "PodGroup", "v1.15.1"),
+    ("topology.volcano.sh", "HyperNode", "v1.15.1"),
 }
 
 SKIPPED_CEL = {
     "self == oldSelf",
     "self.map(l, l.nodeLabel) == oldSelf.map(l, l.nodeLabel)",
+    # Kueue ResourceFlavor: a TAS flavor's labels, tolerations and topology are immutable
+    "!has(oldSelf.topologyName) || (has(self.nodeLabels) == has(oldSelf.nodeLabels) && (!has(self.nodeLabels) || "
+    "self.nodeLabels == oldSelf.nodeLabels))",
+    "!has(oldSelf.topologyName) || (has(self.tolerations) == has(oldSelf.tolerations) && (!has(self.tolerations) || "
+    "self.tolerations == oldSelf.tolerations))",
+    "!has(oldSelf.topologyName) || (has(self.topologyName) && self.topologyName == oldSelf.topologyName)",
 }
 
 
 UNIQUE_ITEMS = "size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0"
+FLAVOR_TAS = "!has(self.topologyName) || self.nodeLabels.size() >= 1"
+TAINT_EFFECT = "self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])"
+SELECTOR_ANY = "has(self.exactMatch) || has(self.regexMatch) || has(self.labelMatch)"
+SELECTOR_ONE = "(has(self.exactMatch) ? 1 : 0) + (has(self.regexMatch) ? 1 : 0) + (has(self.labelMatch) ? 1 : 0) <= 1"
 
 
 def _load_tool() -> Any:
@@ -116,6 +131,26 @@ def test_registry_refuses_an_unimplemented_cel_rule(monkeypatch: pytest.MonkeyPa
             [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}],
             False,
         ),
+        # Kueue v0.19.2 ResourceFlavor; an absent field a rule reads is a CEL error, i.e. the rule fails
+        (FLAVOR_TAS, {"topologyName": "t", "nodeLabels": {"a": "b"}}, True),
+        (FLAVOR_TAS, {"topologyName": "t"}, False),
+        (FLAVOR_TAS, {"nodeLabels": {}}, True),
+        (TAINT_EFFECT, [{"key": "k", "effect": "NoSchedule"}], True),
+        (TAINT_EFFECT, [{"key": "k"}], False),
+        ("self.all(x, !has(x.key) ? x.operator == 'Exists' : true)", [{"operator": "Exists"}, {"key": "k"}], True),
+        ("self.all(x, !has(x.key) ? x.operator == 'Exists' : true)", [{"value": "v"}], False),
+        ("self.all(x, has(x.operator) && x.operator == 'Exists' ? !has(x.value) : true)",
+         [{"operator": "Exists", "value": "v"}], False),
+        ("self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)",
+         [{"tolerationSeconds": 1, "effect": "NoExecute"}], True),
+        ("self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)", [{"tolerationSeconds": 1}], False),
+        ("self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])", [{"operator": "In"}], False),
+        ("self.all(x, !has(x.effect) || x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])", [{}], True),
+        # Volcano v1.15.1 HyperNode member selector
+        (SELECTOR_ANY, {"labelMatch": {}}, True),
+        (SELECTOR_ANY, {}, False),
+        (SELECTOR_ONE, {"exactMatch": {"name": "a"}, "regexMatch": {"pattern": "b"}}, False),
+        (SELECTOR_ONE, {"regexMatch": {"pattern": "b"}}, True),
     ],
 )
 def test_cel_equivalents(rule: str, value: Any, ok: bool) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from toporender.build.backends import GangObjects, backend_for
+from toporender.build.backends import GangObjects, backend_for, kueue, volcano
 from toporender.build.backends.koordinator import gang_warnings, pool_problems
 from toporender.build.pod_shapes import PodShapes
 from toporender.build.pods import base_pod, files_configmap, finish_pod, headless_service
@@ -27,8 +27,10 @@ from toporender.build.templates.apply import (
 )
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError
 from toporender.expand.gangs import Gang
-from toporender.load.models import ResourceSpec
+from toporender.load.models import PoolConfig, ResourceSpec
 from toporender.load.repo import Repo
+from toporender.load.yaml_source import Document
+from toporender.placement.stage import pool_inventory
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
@@ -43,9 +45,10 @@ BuiltGang = tuple[Gang, list[dict[str, Any]], list[dict[str, Any]]]
 def check_backends(repo: Repo, sink: DiagnosticSink) -> None:
     """Pool settings a backend cannot honour, found before anything is built."""
     for name, pool in repo.config.pools.items():
-        if pool.backend == "koordinator":
-            for where, msg in pool_problems(pool):
-                sink.error(f"pool '{name}': {msg}", repo.config_doc.pos(("pools", name) + where))
+        problems = {"koordinator": pool_problems, "kueue": kueue.pool_problems,
+                    "volcano": volcano.pool_problems}.get(pool.backend)
+        for where, msg in problems(pool) if problems else []:
+            sink.error(f"pool '{name}': {msg}", repo.config_doc.pos(("pools", name) + where))
 
 
 def build_gangs(repo: Repo, gangs: Iterable[Gang], sink: DiagnosticSink) -> list[BuiltGang]:
@@ -56,15 +59,32 @@ def build_gangs(repo: Repo, gangs: Iterable[Gang], sink: DiagnosticSink) -> list
     return built
 
 
-def pool_objects(repo: Repo, namespace: str, wanted: bool | None) -> list[dict[str, Any]]:
-    """Cluster-level objects of the pools that ask for them (or of all pools, when ``wanted`` says so)."""
+def pool_objects(repo: Repo, namespace: str, wanted: bool | None, *, inventory: str | None = None,
+                 inventory_docs: list[Document] | None = None) -> list[dict[str, Any]]:
+    """Cluster-level objects of the pools that ask for them (or of all pools, when ``wanted`` says so).
+
+    A Volcano pool's HyperNodes are built from its inventory (the same one placement reads), so a Volcano pool
+    that renders pool objects without an inventory is an error rather than a silently empty tree."""
     objs: list[dict[str, Any]] = []
     owners: dict[tuple[str, str], str] = {}
     for name in sorted(repo.config.pools):
         pool = repo.config.pools[name]
         if not (wanted if wanted is not None else pool.render_pool_objects):
             continue
-        for obj in backend_for(pool).pool_objects(name, pool, namespace):
+        rendered = backend_for(pool).pool_objects(name, pool, namespace)
+        if pool.backend == "volcano" and [k for k in pool.topology_keys if k.label != volcano.HOSTNAME]:
+            inv = pool_inventory(repo, name, inventory, inventory_docs)
+            if inv is None:
+                raise UserError(Diagnostic(
+                    f"pool '{name}' (backend volcano) renders pool objects, but its HyperNodes are built from a "
+                    "node inventory and it has none; set 'inventory:' (see 'toporender inventory import') or turn "
+                    "render_pool_objects off and let Volcano discover HyperNodes",
+                    repo.config_doc.pos(("pools", name))))
+            rendered = volcano.hypernodes(name, pool, volcano.inventory_nodes(inv.nodes))
+        if pool.backend == "kueue":
+            for where, msg in kueue.pool_objects_problems(pool):
+                raise UserError(Diagnostic(f"pool '{name}': {msg}", repo.config_doc.pos(("pools", name) + where)))
+        for obj in rendered:
             ident = (str(obj["kind"]), str(obj["metadata"]["name"]))
             if ident in owners:
                 raise UserError(Diagnostic(
@@ -86,10 +106,14 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
     variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
     backend = backend_for(gang.pool).render_gang(gang)
-    if gang.pool.backend == "koordinator":
-        for msg in gang_warnings(gang):
-            sink.warn(msg, gang.pos)
+    warnings = {"koordinator": gang_warnings, "kueue": kueue.gang_warnings,
+                "volcano": volcano.gang_warnings}.get(gang.pool.backend)
+    for msg in warnings(gang) if warnings else []:
+        sink.warn(msg, gang.pos)
     pods = _pods(gang, repo, backend, variables, sink, warned)
+    if gang.pool.backend == "kueue":
+        for msg in kueue.finish_pods(gang, pods):
+            sink.warn(msg, gang.pos)
     service = headless_service(gang)
     files = files_configmap(gang)
     group_objs = templated + ([files] if files else []) + backend.objects + ([service] if service else [])
@@ -126,7 +150,7 @@ def gang_revision(gang: Gang, repo: Repo) -> str:
         "tasks": [t.spec for t in gang.tasks],
         "resources": {t.spec.resource: _canonical(t.resource) for t in gang.tasks},
         "workflow": gang.workflow.spec.workflow.model_copy(update={"groups": None, "tasks": None, "resources": None}),
-        "pool": gang.pool,
+        "pool": _pool_inputs(gang.pool),
         "group_templates": {n: config.group_templates.get(n) for n in gang.pool.common_group_templates},
         "pod_templates": {n: config.pod_templates.get(n) for n in pod_names},
         "namespace": gang.namespace,
@@ -135,6 +159,16 @@ def gang_revision(gang: Gang, repo: Repo) -> str:
 
 
 _REVISION_INPUTS: Any = TypeAdapter(dict[str, Any])
+
+
+def _pool_inputs(pool: PoolConfig) -> Any:
+    """The pool as the revision hashes it: ``kueue_version`` counts for Kueue pools only, so its arrival left
+    the revisions of every other pool's gangs, and with them the running objects, as they were."""
+    if pool.backend == "kueue":
+        return pool
+    data = pool.model_dump()
+    del data["kueue_version"]
+    return data
 
 
 def _canonical(resource: ResourceSpec) -> ResourceSpec:

@@ -95,7 +95,8 @@ def check_config(repo: Repo, sink: DiagnosticSink) -> None:
         loc = ("pools", name)
         if pool.topology_keys and pool.backend == "kube":
             sink.error(f"pool '{name}' has topology_keys but backend 'kube' has no topology-aware gang scheduling; "
-                       "use backend 'kai' or 'koordinator', or remove topology_keys", doc.pos(loc + ("topology_keys",)))
+                       "use backend 'kai', 'koordinator', 'kueue' or 'volcano', or remove topology_keys",
+                       doc.pos(loc + ("topology_keys",)))
         for field in ("key", "label"):
             seen: set[str] = set()
             for i, k in enumerate(pool.topology_keys):

@@ -263,7 +263,7 @@ class QueueSettings(Strict):
 
 class PoolConfig(Strict):
     description: str = ""
-    backend: Literal["kai", "koordinator", "kube"] = "kai"
+    backend: Literal["kai", "koordinator", "kueue", "volcano", "kube"] = "kai"
     on_change: Literal["replace", "keep"] = "replace"
     """What Argo CD does with a gang whose workflow changed: replace it as a whole, or keep the running objects
     (an edited Pod then fails to sync; see docs/delivery.md)."""
@@ -273,6 +273,9 @@ class PoolConfig(Strict):
     preemptibility: Literal["preemptible", "non-preemptible"] | None = None
     scheduler_name: DnsLabel | None = None
     kai_version: Literal["v0.14", "v0.15"] = "v0.14"
+    kueue_version: Literal["v0.15", "v0.19"] = "v0.19"
+    """Kueue release line: ``v0.19`` renders up to three nested slice layers (TASMultiLayerTopology, on by
+    default from v0.19); ``v0.15`` (v0.15 to v0.18) one slice layer."""
     topology_name: DnsLabel | None = None
     topology_keys: list[TopologyKey] = Field(default_factory=list, max_length=16)
     render_pool_objects: bool = False

@@ -125,6 +125,15 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     return cache[path]
 
 
+def pool_inventory(repo: Repo, pool_name: str, inventory: str | None,
+                   inventory_docs: list[Document] | None) -> Inventory | None:
+    """The inventory one pool packs against (None when it has none), as :func:`plan_pools` reads it."""
+    pool = repo.config.pools[pool_name]
+    loc = ("pools", pool_name, "inventory") if pool.inventory else ("inventory",)
+    return _inventory(repo, inventory or pool.inventory or repo.config.inventory, inventory_docs, {},
+                      partial(repo.config_doc.pos, loc))
+
+
 def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Document] | None) -> bool:
     """Whether any inventory is configured or given, i.e. whether this render packs at all."""
     return inventory is not None or inventory_docs is not None or repo.config.inventory is not None or \

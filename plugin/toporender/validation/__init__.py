@@ -3,16 +3,18 @@
 Users sync toporender's output into clusters with prune enabled, so an object the API server rejects, or
 silently changes, costs running jobs. Every rendered object is checked for:
 
-* CRD kinds (KAI PodGroup/Topology/Queue, ComputeDomain, Koordinator PodGroup/ClusterNetworkTopology): the
+* CRD kinds (KAI PodGroup/Topology/Queue, ComputeDomain, Koordinator PodGroup/ClusterNetworkTopology, Kueue
+  Topology/ResourceFlavor/LocalQueue, Volcano PodGroup/HyperNode): the
   vendored upstream ``openAPIV3Schema`` of the served version, strict about unknown fields, int32/int64
   ranges, scope, and the non-transition CEL rules (hand-written equivalents);
 * built-in kinds (``v1`` and ``*.k8s.io`` groups): the Kubernetes OpenAPI schema via kubernetes-validate when
   it is installed and ``core=True``, else a built-in schema of the Pod and Service fields we emit;
 * metadata of every object: name syntax per kind, namespace, label and annotation keys and values, the
   256 KiB annotation limit;
-* KAI PodGroup webhook rules and Koordinator gang annotation formats; with :func:`validate_objects`, also the
-  rules that span objects (pod -> PodGroup -> leaf subgroup, gang sizes, Koordinator bundles, levels against
-  Topology objects, duplicates).
+* KAI PodGroup webhook rules, Koordinator gang annotation formats, Kueue's pod webhook (pod groups and
+  topology annotations) and Volcano's PodGroup and HyperNode webhooks; with :func:`validate_objects`, also the
+  rules that span objects (pod -> PodGroup -> leaf subgroup, gang sizes, Koordinator bundles, Kueue pod group
+  counts, Volcano sub-groups and HyperNode members, levels against Topology objects, duplicates).
 
 Each problem is one line ``Kind/namespace/name: json.path: message``.
 """
@@ -28,9 +30,11 @@ from ._crd import known_groups, select, validate_crd
 from ._cross_object import cross_object
 from ._kai import KAI_GROUP, kai_podgroup, kai_schema_variant
 from ._koordinator import KOORD_PG_GROUP, koordinator_annotations
+from ._kueue import kueue_pod
 from ._meta import check_metadata
 from ._output import pods_metadata_ok
 from ._pod_columns import pod_columns
+from ._volcano import HYPERNODE_GROUP, VOLCANO_PG_GROUP, volcano_hypernode, volcano_podgroup
 
 __all__ = [
     "DEFAULT_K8S_MINOR",
@@ -75,6 +79,10 @@ def _problems(
             out.extend(kai_podgroup(obj, kai_version))
         elif (group, kind) == (KOORD_PG_GROUP, "PodGroup"):
             out.extend(koordinator_annotations(obj, is_pod=False))
+        elif (group, kind) == (VOLCANO_PG_GROUP, "PodGroup"):
+            out.extend(volcano_podgroup(obj))
+        elif (group, kind) == (HYPERNODE_GROUP, "HyperNode"):
+            out.extend(volcano_hypernode(obj))
     elif group in known_groups():
         return [
             (
@@ -87,6 +95,7 @@ def _problems(
         out.extend(validate_core(obj, group, version, kind, core=core, k8s_minor=k8s_minor))
         if (group, kind) == ("", "Pod"):
             out.extend(koordinator_annotations(obj, is_pod=True))
+            out.extend(kueue_pod(obj))
     else:
         return [
             (
@@ -198,7 +207,8 @@ def output_problems(
     index = {id(obj): i for i, obj in enumerate(objs)} if linked or not metadata_ok else {}
     if not metadata_ok:
         for pod in pods:
-            found = check_metadata(pod, "", "Pod", "Namespaced", False) + koordinator_annotations(pod, is_pod=True)
+            found = (check_metadata(pod, "", "Pod", "Namespaced", False) + koordinator_annotations(pod, is_pod=True)
+                     + kueue_pod(pod))
             out.extend((index[id(pod)], f"{identity(pod)}: {path}: {msg}") for path, msg in sorted(set(found)))
     out.extend((index[id(obj)], f"{identity(obj)}: {path}: {msg}") for obj, path, msg in linked)
     out.sort(key=lambda item: item[0])

@@ -47,6 +47,25 @@ def _hostname_last(levels: Any) -> bool:
     return HOSTNAME not in labels or labels[-1] == HOSTNAME
 
 
+def _items(value: Any) -> list[dict[str, Any]]:
+    return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _flavor_topology_has_labels(spec: Any) -> bool:
+    """Kueue ResourceFlavor: a TAS flavor (``topologyName``) needs at least one ``nodeLabels`` entry."""
+    if not isinstance(spec, dict) or "topologyName" not in spec:
+        return True
+    labels = spec.get("nodeLabels")
+    return isinstance(labels, dict) and len(labels) >= 1
+
+
+def _one_selector(selector: Any) -> int:
+    return sum(1 for k in ("exactMatch", "regexMatch", "labelMatch") if isinstance(selector, dict) and k in selector)
+
+
 # Exact upstream rule text -> Python predicate over ``self``. Every non-transition rule in a vendored schema
 # must be listed here; loading fails otherwise, so a re-vendored CRD cannot silently lose a check.
 CEL_RULES: dict[str, Callable[[Any], bool]] = {
@@ -54,6 +73,25 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "size(self.filter(i, size(self.filter(j, j.nodeLabel == i.nodeLabel)) > 1)) == 0": _unique_node_labels,
     "size(self.filter(i, i.nodeLabel == 'kubernetes.io/hostname')) == 0 || "
     "self[size(self) - 1].nodeLabel == 'kubernetes.io/hostname'": _hostname_last,
+    # Kueue v0.19.2 ResourceFlavor (taints, tolerations, TAS flavor); an absent field a rule reads fails it,
+    # as CEL's "no such key" error does.
+    "!has(self.topologyName) || self.nodeLabels.size() >= 1": _flavor_topology_has_labels,
+    "self.all(x, x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])":
+        lambda v: all(x.get("effect") in _EFFECTS for x in _items(v)),
+    "self.all(x, !has(x.effect) || x.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])":
+        lambda v: all("effect" not in x or x["effect"] in _EFFECTS for x in _items(v)),
+    "self.all(x, !has(x.key) ? x.operator == 'Exists' : true)":
+        lambda v: all("key" in x or x.get("operator") == "Exists" for x in _items(v)),
+    "self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])":
+        lambda v: all("operator" not in x or x["operator"] in ("Equal", "Exists") for x in _items(v)),
+    "self.all(x, has(x.operator) && x.operator == 'Exists' ? !has(x.value) : true)":
+        lambda v: all(x.get("operator") != "Exists" or "value" not in x for x in _items(v)),
+    "self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)":
+        lambda v: all("tolerationSeconds" not in x or x.get("effect") == "NoExecute" for x in _items(v)),
+    # Volcano v1.15.1 HyperNode member selector: exactly one of the three.
+    "has(self.exactMatch) || has(self.regexMatch) || has(self.labelMatch)": lambda v: _one_selector(v) >= 1,
+    "(has(self.exactMatch) ? 1 : 0) + (has(self.regexMatch) ? 1 : 0) + (has(self.labelMatch) ? 1 : 0) <= 1":
+        lambda v: _one_selector(v) <= 1,
 }
 
 

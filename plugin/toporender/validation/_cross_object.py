@@ -24,7 +24,11 @@ from ._koordinator import (
     groups_value,
     spec_value,
 )
+from ._kueue import GROUP_LABEL as KUEUE_GROUP_LABEL
+from ._kueue import kueue_groups
 from ._pod_columns import PodColumns, pod_columns
+from ._volcano import GROUP_ANNOTATION as VOLCANO_GROUP_ANNOTATION
+from ._volcano import HYPERNODE_GROUP, VOLCANO_PG_GROUP, volcano_links
 
 Triple = tuple[dict[str, Any], str, str]
 _PodView = tuple[dict[str, Any], "str | None", dict[str, Any], dict[str, Any]]
@@ -73,6 +77,8 @@ def cross_object(
     kai_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
     koord_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
     kai_topologies: dict[str, dict[str, Any]] = {}
+    volcano_pgs: dict[tuple[str | None, str], dict[str, Any]] = {}
+    hypernodes: dict[str, dict[str, Any]] = {}
     cnt_layers: set[str] | None = None
     seen: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
     pods = columns.pods if columns is not None else [o for o in objs if _is_pod(o)]
@@ -103,6 +109,10 @@ def cross_object(
             koord_pgs[(ns, name)] = obj
         elif (group, kind) == (KAI_TOPOLOGY_GROUP, "Topology"):
             kai_topologies[name] = obj
+        elif (group, kind) == (VOLCANO_PG_GROUP, "PodGroup"):
+            volcano_pgs[(ns, name)] = obj
+        elif (group, kind) == (HYPERNODE_GROUP, "HyperNode"):
+            hypernodes[name] = obj
         elif (group, kind) == (KOORD_CNT_GROUP, "ClusterNetworkTopology") and name == "default":
             spec = as_dict(obj.get("spec"))
             items = spec.get("networkTopologySpec") if isinstance(spec, dict) else None
@@ -154,6 +164,34 @@ def cross_object(
                 )
             )
     out.extend(_koord_bundles(koord_pgs, cnt_layers))
+    out.extend(_kueue_and_volcano(pods, columns, volcano_pgs, hypernodes))
+    return out
+
+
+def _kueue_and_volcano(pods: list[dict[str, Any]], columns: PodColumns | None,
+                       volcano_pgs: dict[tuple[str | None, str], dict[str, Any]],
+                       hypernodes: dict[str, dict[str, Any]]) -> list[Triple]:
+    """Kueue pod groups and Volcano links, read from the columns when the Pods are regular (skipped entirely
+    when no Pod carries either backend's link and there is no Volcano object)."""
+    if columns is not None:
+        kueue = KUEUE_GROUP_LABEL in columns.label_keys
+        volcano = bool(volcano_pgs or hypernodes) or any(VOLCANO_GROUP_ANNOTATION in a for a in columns.annotations)
+        if not kueue and not volcano:
+            return []
+        views = list(zip(columns.pods, columns.namespaces, columns.labels, columns.annotations, columns.schedulers))
+    else:
+        views = []
+        for pod in pods:
+            meta = as_dict(pod.get("metadata"))
+            ns = meta.get("namespace")
+            views.append((pod, ns if isinstance(ns, str) and ns else None, as_dict(meta.get("labels")),
+                          as_dict(meta.get("annotations")), as_dict(pod.get("spec")).get("schedulerName")))
+        kueue = volcano = True
+    out: list[Triple] = []
+    if kueue:
+        out.extend(kueue_groups((p, ns, lab, ann) for p, ns, lab, ann, _ in views))
+    if volcano:
+        out.extend(volcano_links(volcano_pgs, hypernodes, views))
     return out
 
 

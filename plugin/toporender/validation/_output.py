@@ -19,6 +19,8 @@ from itertools import chain
 
 from ._common import dns_label_problem, label_value_problem, qualified_name_problem
 from ._koordinator import GANG, koordinator_annotations
+from ._kueue import PREFIX as KUEUE
+from ._kueue import kueue_pod
 from ._meta import ALLOWED_FIELDS, TOTAL_ANNOTATION_SIZE_LIMIT
 from ._pod_columns import PodColumns
 
@@ -76,4 +78,11 @@ def pods_metadata_ok(columns: PodColumns) -> bool:
             return False
     gang_keys = {k for k in keys if k.startswith(GANG)}
     gang = {(k, d[k]) for d in annotations for k in gang_keys.intersection(d)} if gang_keys else set()
-    return not any(koordinator_annotations({"metadata": {"annotations": {k: v}}}, is_pod=True) for k, v in gang)
+    if any(koordinator_annotations({"metadata": {"annotations": {k: v}}}, is_pod=True) for k, v in gang):
+        return False
+    if not any(k.startswith(KUEUE) for k in chain(keys, columns.label_keys)):
+        return True
+    kueue = {(tuple(sorted((k, v) for k, v in lab.items() if k.startswith(KUEUE))),
+              tuple(sorted((k, v) for k, v in ann.items() if k.startswith(KUEUE))))
+             for lab, ann in zip(labels, annotations)}
+    return not any(kueue_pod({"metadata": {"labels": dict(lab), "annotations": dict(ann)}}) for lab, ann in kueue)

@@ -46,7 +46,7 @@ SUPPORTED = frozenset(
     }
 )
 # Keywords the vendored CRD schemas add; compiled only when a compiler is given ``formats`` and ``extensions``.
-CRD_KEYWORDS = frozenset({"minLength", "maxLength", "maxItems", "format"})
+CRD_KEYWORDS = frozenset({"minLength", "maxLength", "maxItems", "maxProperties", "format"})
 # Annotations that never constrain an instance (kubernetes-validate runs without a format checker).
 IGNORED = frozenset(
     {"description", "title", "default", "format", "$schema", "$id", "discriminator", "fields-to-discriminateBy"}
@@ -149,13 +149,16 @@ class FastCompiler:
         test = (self.formats or {}).get(fmt) if isinstance(fmt, str) else None
         if test is not None:
             checks.append(lambda v, p, o: None if test(v) else o.append((format_path(p), f"{v!r} is not a {fmt!r}")))
-        for key, sized, word in (("minLength", str, "short"), ("maxLength", str, "long"), ("maxItems", list, "long")):
+        bounds: tuple[tuple[str, type[str] | type[list[Any]] | type[dict[str, Any]], str], ...] = (
+            ("minLength", str, "short"), ("maxLength", str, "long"), ("maxItems", list, "long"),
+            ("maxProperties", dict, "long"))
+        for key, sized, word in bounds:
             if key in schema:
                 checks.append(self._size(sized, schema[key], key.startswith("min"), word))
         return checks
 
     @staticmethod
-    def _size(sized: type[str] | type[list[Any]], bound: int, low: bool, word: str) -> Check:
+    def _size(sized: type[str] | type[list[Any]] | type[dict[str, Any]], bound: int, low: bool, word: str) -> Check:
         def check(v: Any, p: tuple[Any, ...], o: list[Problem]) -> None:
             if isinstance(v, sized) and (len(v) < bound if low else len(v) > bound):
                 o.append((format_path(p), f"{v!r} is too {word}"))

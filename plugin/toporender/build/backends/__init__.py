@@ -21,6 +21,14 @@ def backend_for(pool: PoolConfig) -> Backend:
         from toporender.build.backends.koordinator import KoordinatorBackend
 
         return KoordinatorBackend()
+    if pool.backend == "kueue":
+        from toporender.build.backends.kueue import KueueBackend
+
+        return KueueBackend()
+    if pool.backend == "volcano":
+        from toporender.build.backends.volcano import VolcanoBackend
+
+        return VolcanoBackend()
     from toporender.build.backends.kube import KubeBackend
 
     return KubeBackend()

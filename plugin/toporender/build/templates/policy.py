@@ -17,8 +17,10 @@ from toporender.load.models import RepoConfig
 from toporender.load.yaml_source import Document, Loc
 
 RESERVED_PREFIXES = ("toporender.dev/", "kai.scheduler/", "gang.scheduling.koordinator.sh/",
-                     "pod-group.scheduling.sigs.k8s.io", "runai/")
-RESERVED_KEYS = {"pod-group-name"}
+                     "pod-group.scheduling.sigs.k8s.io", "runai/", "kueue.x-k8s.io/podset-")
+RESERVED_KEYS = {"pod-group-name", "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/pod-group-name",
+                 "kueue.x-k8s.io/pod-group-pod-index", "kueue.x-k8s.io/pod-group-total-count",
+                 "scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name"}
 
 
 def check_templates(config: RepoConfig, doc: Document, sink: DiagnosticSink) -> None:
