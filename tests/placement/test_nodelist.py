@@ -7,9 +7,9 @@ with ``yaml.safe_dump``.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,11 @@ from toporender.errors import UserError
 from toporender.placement import nodelist
 from toporender.placement.inventory import compact_inventory, inventory_documents, inventory_yaml, nodes_from_documents
 
-sys.path.insert(0, str(ROOT / "benchmarks" / "inventory"))
-from generate import write  # noqa: E402
+_spec = importlib.util.spec_from_file_location("inventory_generate", ROOT / "benchmarks" / "inventory" / "generate.py")
+assert _spec is not None and _spec.loader is not None
+_generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_generate)
+write = _generate.write
 
 
 def streamed(text: str) -> dict[str, Any]:

@@ -36,7 +36,9 @@ SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 REPLACE = "Force=true,Replace=true"
 REVISION = "toporender.dev/gang-revision"
-MAX_OBJECTS = 200_000
+MAX_OBJECTS = 1_000_000
+"""Objects one render may hold: a 1M-GPU repo of 10,000 workflows renders about 310,000; a repo far past
+that is a mistake (or a bomb) better split into several applications."""
 
 BuiltGang = tuple[Gang, list[dict[str, Any]], list[dict[str, Any]]]
 """A gang with its group objects (templates, PodGroups, Service) and its Pods, in stream order."""

@@ -57,10 +57,21 @@ def import_cmd(source: str, output: Path | None) -> None:
 
 
 def _run_documents(target: Path) -> list[Document] | None:
-    """Documents of a Run-spec file or directory, or None if the target holds no ``kind: Run``."""
-    files = [target] if target.is_file() else sorted(
-        p for p in target.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
-    ) if target.is_dir() else []
+    """Documents of a Run-spec file or directory, or None if the target holds no ``kind: Run``.
+
+    A directory with a ``toporender.yaml`` is a repo, planned as one: reading all its files first, to find
+    Run specs it does not have, cost a large repo a second read of every workflow and of the inventory."""
+    from toporender.load.repo import CONFIG_FILE
+    from toporender.load.walk import TooManyEntries, files_under
+
+    if target.is_dir() and (target / CONFIG_FILE).is_file():
+        return None
+    try:
+        files = [target] if target.is_file() else sorted(
+            p for p in files_under(target) if p.suffix in (".yaml", ".yml")) if target.is_dir() else []
+    except TooManyEntries:
+        raise fail("more files than a directory of Run specs holds; pass the Run spec file",
+                   Position(str(target))) from None
     docs: list[Document] = []
     found = False
     for f in files:
