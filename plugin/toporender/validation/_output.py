@@ -69,9 +69,13 @@ def pods_metadata_ok(columns: PodColumns) -> bool:
     if any(not isinstance(k, str) or qualified_name_problem(k.lower()) for k in keys):
         return False
     values_of = list(map(dict.values, annotations))
-    if not set(map(type, chain.from_iterable(values_of))) <= {str}:
+    try:
+        distinct = set(chain.from_iterable(values_of))
+    except TypeError:  # an unhashable value
         return False
-    longest = max(map(len, chain.from_iterable(values_of)), default=0) + max(map(len, keys), default=0)
+    if not set(map(type, distinct)) <= {str}:
+        return False
+    longest = max(map(len, distinct), default=0) + max(map(len, keys), default=0)
     if max(map(len, annotations), default=0) * longest * _MAX_UTF8 > TOTAL_ANNOTATION_SIZE_LIMIT:
         sizes = map(len, map("".join, map(chain, annotations, values_of)))
         if max(sizes, default=0) * _MAX_UTF8 > TOTAL_ANNOTATION_SIZE_LIMIT:
