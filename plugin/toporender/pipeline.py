@@ -214,12 +214,17 @@ def _positioned(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | N
 
 def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:
     """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``)."""
-    from toporender.placement.stage import plan_pools
+    from toporender.build.objects import build_gang
+    from toporender.placement.stage import gang_demand, plan_pools
 
     repo = load_repo(root)
     sink = DiagnosticSink()
     gangs = _expand(repo, RenderOptions(), sink)
-    pods = {gang.key: pods for gang, _, pods in build_gangs(repo, gangs, sink)}
+    demands = {}
+    warned: set[str] = set()
+    for gang in gangs:  # a gang's objects are dropped once its demand is known: a large repo's Pods take GiBs
+        demands[gang.key] = gang_demand(gang, build_gang(gang, repo, sink, warned)[1])
+    sink.raise_if_errors()
     inv = None
     if inventory is not None:
         inv = inventory.as_posix()
@@ -228,4 +233,4 @@ def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]
                 raise fail(f"--inventory {inventory} is outside the repo {root}; copy it into the repo, or pass a "
                            "path inside it", Position(str(inventory)))
             inv = inventory.resolve().relative_to(root.resolve()).as_posix()
-    return [(name, plan) for name, plan, _ in plan_pools(repo, gangs, pods, inventory=inv)]
+    return [(name, plan) for name, plan, _ in plan_pools(repo, gangs, demands, inventory=inv)]

@@ -11,7 +11,7 @@ Arrival order (which gang keeps priority) comes from ``toporender.lock`` when th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -140,10 +140,13 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
         any(p.inventory for p in repo.config.pools.values())
 
 
-def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *,
+def plan_pools(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
                order: Sequence[str] | None = None) -> list[tuple[str, PlacementPlan, list[Gang]]]:
-    """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it)."""
+    """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
+
+    ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
+    caller that only plans can drop each gang's Pods as soon as it has its demand."""
     if not uses_placement(repo, inventory, inventory_docs):
         return []
     from toporender.placement.packer import pack
@@ -162,8 +165,8 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str,
         if inv is None:
             continue
         levels = [k.label for k in pool.topology_keys]
-        demands = [gang_demand(g, pods[g.key]) for g in members]
-        plans.append((pool_name, pack(inv, levels, demands, node_selector=pool.node_selector), members))
+        plans.append((pool_name, pack(inv, levels, [demands[g.key] for g in members],
+                                      node_selector=pool.node_selector), members))
     return plans
 
 
@@ -175,7 +178,8 @@ def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]
 
     outcomes: dict[str, GangOutcome] = {}
     try:
-        plans = plan_pools(repo, gangs, pods, inventory=inventory, inventory_docs=inventory_docs, order=order)
+        demands = {g.key: gang_demand(g, pods[g.key]) for g in gangs}
+        plans = plan_pools(repo, gangs, demands, inventory=inventory, inventory_docs=inventory_docs, order=order)
     except UserError as err:
         sink.extend(err)
         return outcomes
