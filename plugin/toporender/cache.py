@@ -178,6 +178,28 @@ class Store:
                 return
 
 
+class Plans:
+    """The packer's outcomes per pool, kept between renders (:class:`toporender.placement.stage.PlanMemo`): a
+    render that changes no demand and no inventory byte skips reading the inventory and packing."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, key: str) -> Any | None:
+        import orjson
+
+        raw = self.store.read("plan", digest(code_fingerprint(), key))
+        try:
+            return orjson.loads(raw) if raw is not None else None
+        except orjson.JSONDecodeError:
+            return None
+
+    def put(self, key: str, data: Any) -> None:
+        import orjson
+
+        self.store.write("plan", digest(code_fingerprint(), key), orjson.dumps(data))
+
+
 def open_store(root: Path, environ: Mapping[str, str] = os.environ) -> Store | None:
     """The cache for rendering ``root``, or None when caching is off or the directory lies inside the repo
     (the cache never writes into the repo it renders)."""

@@ -16,14 +16,14 @@ from typing import Any
 from toporender.build.objects import BuiltGang, build_gangs, check_backends, check_identities, pool_objects
 from toporender.build.templates.apply import from_group_template
 from toporender.build.templates.policy import check_templates
-from toporender.cache import Found, Store, diagnostics_from_json, diagnostics_to_json, find, pack_entry
+from toporender.cache import Found, Plans, Store, diagnostics_from_json, diagnostics_to_json, find, pack_entry
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.load.models import RepoConfig
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, check_not_empty, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
 from toporender.options import RenderOptions
-from toporender.placement.stage import pack_stage
+from toporender.placement.stage import PlanMemo, pack_stage
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def _cached(root: Path, options: RenderOptions, store: Store, kind: str,
     if found.meta is not None:
         return found.meta, found.body, None
     repo = load_repo(root)
-    result = render(repo, options)
+    result = render(repo, options, memo=Plans(store))
     named = {n for n in (options.inventory, repo.config.inventory, *(p.inventory for p in repo.config.pools.values()))
              if n is not None}
     out = body(result)
@@ -144,7 +144,8 @@ def _expand(repo: Repo, options: RenderOptions, sink: DiagnosticSink) -> list[Ga
 
 
 def render(repo: Repo, options: RenderOptions = RenderOptions(),
-           inventory_docs: list[Document] | None = None) -> RenderResult:
+           inventory_docs: list[Document] | None = None, memo: PlanMemo | None = None) -> RenderResult:
+    """The pipeline over a loaded repo; ``memo`` keeps the packer's outcomes between renders."""
     sink = DiagnosticSink()
     if options.sync_waves is not None:
         repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
@@ -154,7 +155,7 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     if repo.config.policy.pod_security == "restricted":
         check_restricted(repo, built)
     lock = pack_stage(repo, built, inventory=options.inventory, inventory_docs=inventory_docs,
-                      strict=options.strict, sink=sink)
+                      strict=options.strict, sink=sink, memo=memo)
 
     files: list[RenderedFile] = []
     owners: list[Gang | None] = []

@@ -271,7 +271,7 @@ def test_concurrent_renders_share_a_cache(tmp_path: Path) -> None:
         assert [p.returncode for p in procs] == [0] * 4
         assert all(out.decode() == want and err == b"" for out, err in outs)
     names = [p.name for p in (tmp_path / "cache" / "v1").iterdir()]
-    assert len(names) == 1 and not any(n.startswith(".tmp-") for n in names)
+    assert len([n for n in names if n.startswith("render-")]) == 1 and not any(n.startswith(".tmp-") for n in names)
 
 
 def test_argocd_generate_uses_the_cache(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -285,3 +285,26 @@ def test_argocd_generate_uses_the_cache(tmp_path: Path, cache_dir: Path, monkeyp
         out, warnings = generate(repo, environ)
         assert b"".join(out) == b"".join(plain[0]) and warnings == plain[1]
     assert len(entries(cache_dir)) == 1
+
+
+def plans(directory: Path) -> list[Path]:
+    return sorted((directory / "v1").glob("plan-*"))
+
+
+def test_the_plan_is_reused_while_demands_and_inventory_hold(tmp_path: Path, cache_dir: Path) -> None:
+    repo = small_repo(tmp_path / "repo")
+    (repo / "nodes.yaml").write_text(inventory(3))
+    assert_same(repo)
+    [plan] = plans(cache_dir)
+    (repo / "toporender.yaml").write_text(config(namespace="team-b", pin="soft"))  # same demands, same nodes
+    assert_same(repo)
+    assert plans(cache_dir) == [plan]
+    plan.write_bytes(plan.read_bytes()[:-3])  # a damaged plan entry is packed again and rewritten
+    (repo / "toporender.yaml").write_text(config(namespace="team-c"))
+    assert assert_same(repo).code == 0
+    assert plans(cache_dir) == [plan] and plan.read_bytes().endswith(b"]]")
+    (repo / "workflows/a.yaml").write_text(job("a", gpu=2))  # a new demand is a new plan
+    assert_same(repo)
+    (repo / "nodes.yaml").write_text(inventory(4))  # and so is a new inventory
+    assert_same(repo)
+    assert len(plans(cache_dir)) == 3
