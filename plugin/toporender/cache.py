@@ -148,7 +148,7 @@ class Store:
         path = self._path(kind, key)
         tmp = self.directory / f".tmp-{kind}-{key}.{os.getpid()}"
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             with open(tmp, "wb") as fh:
                 fh.write(head)
                 fh.write(payload)
