@@ -1,11 +1,11 @@
 """A content-addressed cache of finished renders, so re-rendering an unchanged repo costs a hash, not a render.
 
 A render is a deterministic function of toporender's own code, the options, ``toporender.yaml``, the workflow
-files the config's patterns match, ``toporender.lock`` and the inventory files. An entry is keyed by all of
-them in two steps ("direct mode"): the *scope* (code, options, host format, the config's bytes) names a
-manifest of what the last successful render read (the patterns' matches and the content hash of every file);
-hashing those files again gives the key of the render itself. A new, removed or edited file changes that key,
-so a stale result is never served; an edited config changes the scope.
+files the config's patterns match, ``toporender.lock`` and the inventory files. The key of an entry covers all
+of them: the config's bytes, the files the patterns match now (by name and content hash), the lock and the
+inventories the config names, read with a plain YAML read of the config before anything is parsed. A new,
+removed or edited file is a new key, so a stale render is never served. The render checks that its own parse
+of the config names the same patterns and inventories, and takes the key again afterwards, before it stores.
 
 Only successful renders are stored. A bad input renders uncached every time and fails exactly as without a
 cache. The cache directory may be shared or written by someone else, so nothing in it is trusted: entries are
