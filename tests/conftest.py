@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,14 @@ def load_script(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _render_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Renders in tests (and the commands they spawn) share a throwaway cache, never the user's; every test that
+    renders twice also checks that the cache gives the same answer."""
+    os.environ["TOPORENDER_CACHE_DIR"] = str(tmp_path_factory.mktemp("render-cache"))
+    os.environ.pop("TOPORENDER_NO_CACHE", None)
 
 
 def write_repo(root: Path, files: dict[str, str]) -> Path:

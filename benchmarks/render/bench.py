@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         emit_worker(args.emit_worker, args.runs)
         return 0
 
+    os.environ["TOPORENDER_NO_CACHE"] = "1"  # these targets are cold renders; the cache has its own benchmark
     cmd = toporender_command()
     precompile()
     failed = False

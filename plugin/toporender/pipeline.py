@@ -8,6 +8,7 @@ is ever half-rendered, and nothing is returned that fails the output checks (:fu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,24 +16,14 @@ from typing import Any
 from toporender.build.objects import BuiltGang, build_gangs, check_backends, check_identities, pool_objects
 from toporender.build.templates.apply import from_group_template
 from toporender.build.templates.policy import check_templates
+from toporender.cache import Found, Plans, Store, diagnostics_from_json, diagnostics_to_json, find, pack_entry
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.load.models import RepoConfig
 from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, check_not_empty, load_config, load_repo, load_workflow
 from toporender.load.yaml_source import Document
-from toporender.placement.stage import pack_stage
-
-
-@dataclass(frozen=True)
-class RenderOptions:
-    """Per-invocation settings a host may override (Argo CD parameters, CLI flags)."""
-
-    namespace: str | None = None
-    pool: str | None = None
-    inventory: str | None = None
-    strict: bool | None = None
-    pool_objects: bool | None = None
-    sync_waves: bool | None = None
+from toporender.options import RenderOptions
+from toporender.placement.stage import PlanMemo, pack_stage
 
 
 @dataclass(frozen=True)
@@ -55,8 +46,72 @@ class RenderResult:
         return [o for f in self.files for o in f.objects]
 
 
-def render_repo(root: Path, options: RenderOptions = RenderOptions()) -> RenderResult:
-    return render(load_repo(root), options)
+def render_repo(root: Path, options: RenderOptions = RenderOptions(), store: Store | None = None) -> RenderResult:
+    """Render the repo in ``root``; with ``store``, a render of the same inputs comes from the cache.
+
+    A result from the cache has its files, warnings and lock, but no :attr:`RenderResult.owners` (hosts that
+    point at sources for output problems render uncached)."""
+    if store is None:
+        return render(load_repo(root), options)
+    import orjson
+
+    def body(result: RenderResult) -> bytes | None:
+        files = [[f.source, f.objects] for f in result.files]
+        raw = orjson.dumps(files)
+        return raw if orjson.loads(raw) == files else None  # only what JSON gives back exactly
+
+    meta, raw, fresh = _cached(root, options, store, "result", body)
+    if fresh is not None:
+        return fresh
+    if meta is None:
+        return render(load_repo(root), options)
+    files = [RenderedFile(str(src), objs) for src, objs in orjson.loads(raw)]
+    return RenderResult(files, diagnostics_from_json(meta["warnings"]), meta["lock"])
+
+
+def render_stream(root: Path, options: RenderOptions, fmt: str, store: Store | None = None,
+                  found: Found | None = None) -> tuple[Sequence[bytes | memoryview], list[Diagnostic]]:
+    """The repo's objects as a YAML or JSON-lines stream (UTF-8 pieces) and the render's warnings; with
+    ``store``, straight from the cache when the inputs are the same as a render before (``found``: the
+    lookup a caller made already with :func:`toporender.cache.find`)."""
+    from toporender.emit.stream import dump_chunks
+
+    fresh = None
+    if store is not None:
+        meta, raw, fresh = _cached(root, options, store, f"stream-{fmt}",
+                                   lambda result: b"".join(dump_chunks(result.objects, fmt)), found)
+        if meta is not None:
+            return ([raw] if raw else []), diagnostics_from_json(meta["warnings"])
+    result = fresh or render(load_repo(root), options)
+    return dump_chunks(result.objects, fmt), result.warnings
+
+
+def _cached(root: Path, options: RenderOptions, store: Store, kind: str,
+            body: Callable[[RenderResult], bytes | None], found: Found | None = None
+            ) -> tuple[dict[str, Any] | None, bytes | memoryview, RenderResult | None]:
+    """(meta, body, None) of the cached render of ``root``, or (meta, body, result) of a render made now
+    (and stored when the inputs held still), or (None, b"", None) when the repo cannot be cached and the caller
+    renders as without a cache. A bad input raises from the render here exactly as it does uncached.
+
+    ``found`` is what :func:`toporender.cache.find` gave a caller that looked the render up already. The key
+    is taken again after the render: a file edited while rendering stores nothing."""
+    found = found or find(store, root, kind, options)
+    if found is None:
+        return None, b"", None
+    if found.meta is not None:
+        return found.meta, found.body, None
+    repo = load_repo(root)
+    result = render(repo, options, memo=Plans(store))
+    named = {n for n in (options.inventory, repo.config.inventory, *(p.inventory for p in repo.config.pools.values()))
+             if n is not None}
+    out = body(result)
+    after = find(store, root, kind, options, read=False)
+    if out is None or after is None or after.key != found.key or \
+            tuple(repo.config.workflows) != found.inputs.patterns or tuple(sorted(named)) != found.inputs.inventories:
+        return None, b"", result
+    meta = {"warnings": diagnostics_to_json(result.warnings), "lock": result.lock}
+    store.write("render", found.key, pack_entry(meta, out))
+    return meta, out, result
 
 
 def render_documents(config: Document | None, workflows: list[Document], options: RenderOptions = RenderOptions(),
@@ -89,7 +144,8 @@ def _expand(repo: Repo, options: RenderOptions, sink: DiagnosticSink) -> list[Ga
 
 
 def render(repo: Repo, options: RenderOptions = RenderOptions(),
-           inventory_docs: list[Document] | None = None) -> RenderResult:
+           inventory_docs: list[Document] | None = None, memo: PlanMemo | None = None) -> RenderResult:
+    """The pipeline over a loaded repo; ``memo`` keeps the packer's outcomes between renders."""
     sink = DiagnosticSink()
     if options.sync_waves is not None:
         repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
@@ -100,7 +156,7 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     if repo.config.policy.pod_security == "restricted":
         check_restricted(repo, built)
     lock = pack_stage(repo, built, inventory=options.inventory, inventory_docs=inventory_docs,
-                      strict=options.strict, sink=sink)
+                      strict=options.strict, sink=sink, memo=memo)
 
     files: list[RenderedFile] = []
     owners: list[Gang | None] = []

@@ -44,7 +44,7 @@ def _tracked() -> list[str]:
     proc = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         return []
-    return [p for p in proc.stdout.split("\0") if p]
+    return sorted({p for p in proc.stdout.split("\0") if p})
 
 
 def _blocks() -> list[Block]:

@@ -65,9 +65,13 @@ def test_repo_server_component_adds_the_sidecar(tmp_path: Path) -> None:
     assert side["securityContext"]["runAsUser"] == 999 and side["securityContext"]["runAsNonRoot"] is True
     mounts = {m["mountPath"]: m["name"] for m in side["volumeMounts"]}
     assert mounts == {"/var/run/argocd": "var-files", "/home/argocd/cmp-server/plugins": "plugins",
-                      "/tmp": "toporender-tmp"}
-    volumes = {v["name"] for v in spec["volumes"]}
-    assert {"var-files", "plugins", "toporender-tmp", "tmp"} <= volumes, "own /tmp, upstream volumes kept"
+                      "/tmp": "toporender-tmp", "/var/cache/toporender": "toporender-cache"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert {"var-files", "plugins", "toporender-tmp", "tmp"} <= set(volumes), "own /tmp, upstream volumes kept"
+    env = {e["name"]: e["value"] for e in side["env"]}
+    assert env["TOPORENDER_CACHE_DIR"] == "/var/cache/toporender", "the render cache lives on its own volume"
+    limit = volumes["toporender-cache"]["emptyDir"]["sizeLimit"]
+    assert limit == "1Gi" and int(env["TOPORENDER_CACHE_MAX_MB"]) < 1024, "the cache stays under the sizeLimit"
 
 
 def _dockerfile(path: Path) -> list[tuple[str, str]]:

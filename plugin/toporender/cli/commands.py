@@ -33,10 +33,21 @@ def render_options(fn: F) -> F:
 
 def make_options(namespace: str | None, pool: str | None, inventory: str | None, strict: bool | None,
                  pool_objects: bool | None) -> Any:
-    from toporender.pipeline import RenderOptions
+    from toporender.options import RenderOptions
 
     return RenderOptions(namespace=namespace, pool=pool, inventory=inventory, strict=strict,
                          pool_objects=pool_objects)
+
+
+NO_CACHE = click.option("--no-cache", is_flag=True,
+                        help="Render from scratch, without reading or writing the render cache "
+                             "(TOPORENDER_NO_CACHE=1 does the same).")
+
+
+def open_store(directory: Path) -> Any:
+    from toporender.cache import open_store
+
+    return open_store(directory)
 
 
 DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
@@ -49,17 +60,31 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write one file per workflow (same relative path) into this directory instead of stdout.")
 @render_options
+@NO_CACHE
 @guarded("render")
-def render_cmd(directory: Path, fmt: str, output_dir: Path | None, **opts: Any) -> None:
+def render_cmd(directory: Path, fmt: str, output_dir: Path | None, no_cache: bool, **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
-    from toporender.emit.stream import dump, dump_chunks
+    store = None if no_cache else open_store(directory)
+    options = make_options(**opts)
+    if output_dir is None:
+        from toporender.cache import diagnostics_from_json, find
+
+        found = find(store, directory, f"stream-{fmt}", options) if store is not None else None
+        if found is not None and found.meta is not None:  # a cache hit imports none of the renderer
+            report(diagnostics_from_json(found.meta["warnings"]))
+            write_stdout([found.body])
+            return
+        from toporender.pipeline import render_stream
+
+        out, warnings = render_stream(directory, options, fmt, store, found)
+        report(warnings)
+        write_stdout(out)
+        return
+    from toporender.emit.stream import dump
     from toporender.pipeline import render_repo
 
-    result = render_repo(directory, make_options(**opts))
+    result = render_repo(directory, options, store)
     report(result.warnings)
-    if output_dir is None:
-        write_stdout(dump_chunks(result.objects, fmt))
-        return
     from toporender.emit.atomic import atomic_write
 
     for rendered in result.files:

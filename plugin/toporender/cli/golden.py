@@ -17,8 +17,10 @@ from toporender.hosts.golden import run_golden
 @click.command("golden")
 @click.argument("dirs", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 and print a diff when golden files are stale.")
+@click.option("--no-cache", is_flag=True,
+              help="Render from scratch, without reading or writing the render cache (or TOPORENDER_NO_CACHE=1).")
 @guarded("golden")
-def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
+def golden_cmd(dirs: tuple[Path, ...], check: bool, no_cache: bool) -> None:
     """Re-render every workflow of DIR (default: .) into its golden dir.
 
     Writes only files whose content changed, deletes golden files of removed workflows, prints
@@ -28,7 +30,7 @@ def golden_cmd(dirs: tuple[Path, ...], check: bool) -> None:
     status = 0
     try:
         for root in dirs or (Path("."),):
-            status = max(status, run_golden(root, check))
+            status = max(status, run_golden(root, check, cache=not no_cache))
     except OSError as exc:
         raise fail(f"cannot update golden files: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")) from None
     raise SystemExit(status)

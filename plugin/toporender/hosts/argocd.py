@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -255,10 +255,10 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
     )
 
 
-def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], list[Diagnostic]]:
+def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[Sequence[bytes | memoryview], list[Diagnostic]]:
     """Render ``app_dir`` for one Argo CD request; returns (stdout as UTF-8 pieces, warnings)."""
-    from toporender.emit.stream import dump_chunks
-    from toporender.pipeline import RenderOptions, render_repo
+    from toporender.cache import open_store
+    from toporender.pipeline import RenderOptions, render_stream
 
     req = parse_request(environ)
     options = RenderOptions(
@@ -269,9 +269,8 @@ def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[list[bytes], li
         pool_objects=req.pool_objects,
         sync_waves=req.sync_waves,
     )
-    result = render_repo(app_dir, options)
-    warnings = [*req.warnings, *result.warnings]
-    objects = result.objects
-    if not objects:
+    out, rendered = render_stream(app_dir, options, req.output_format, open_store(app_dir, environ))
+    warnings = [*req.warnings, *rendered]
+    if not any(out):
         return [], warnings
-    return dump_chunks(objects, req.output_format), warnings
+    return out, warnings

@@ -7,7 +7,7 @@ result back into the host's output format; these helpers keep that translation u
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import PurePosixPath
 
 from toporender.errors import Diagnostic, Position, fail
@@ -33,7 +33,7 @@ def check_repo_relative(value: str, what: str, pos: Position | None = None) -> s
     return path.as_posix()
 
 
-def write_stdout(text: str | list[bytes]) -> None:
+def write_stdout(text: str | Sequence[bytes | memoryview]) -> None:
     """Write the whole output at once as UTF-8, whatever the locale of the host process.
 
     ``text`` may be UTF-8 pieces, all rendered before the first is written."""

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toporender.cache import open_store
 from toporender.emit.atomic import atomic_delete, atomic_write, is_temp_name, remove_stale_temps
 from toporender.emit.stream import dump_yaml
 from toporender.errors import Position, fail
@@ -186,10 +187,11 @@ def apply(p: GoldenPlan) -> None:
             parent = parent.parent
 
 
-def run_golden(root: Path, check: bool) -> int:
-    """Render ``root`` and sync (or, with ``check``, compare) its golden files; returns the exit code."""
+def run_golden(root: Path, check: bool, cache: bool = False) -> int:
+    """Render ``root`` (from the render cache with ``cache``) and sync (or, with ``check``, compare) its golden
+    files; returns the exit code."""
     gdir = golden_dir_of(root)  # an overlapping golden dir is refused before anything renders
-    result = render_repo(root, RenderOptions())
+    result = render_repo(root, RenderOptions(), open_store(root) if cache else None)
     print_diagnostics(result.warnings)
     p = plan(root, result, gdir)
     shown = "" if root == Path(".") else f"{root.as_posix().rstrip('/')}/"

@@ -10,12 +10,13 @@ Arrival order (which gang keeps priority) comes from ``toporender.lock`` when th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toporender.errors import DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang
@@ -170,24 +171,131 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
     return plans
 
 
-def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *, inventory: str | None,
-          inventory_docs: list[Document] | None, order: Sequence[str], strict: bool | None, sink: DiagnosticSink
-          ) -> dict[str, GangOutcome]:
-    """Outcome per gang key; unplaceable gangs warn, or fail under strict placement."""
+class PlanMemo(Protocol):
+    """Where :func:`place` keeps the outcomes of a pool's packing between renders (the render cache): plain
+    JSON data under a key that names everything the packer read."""
+
+    def get(self, key: str) -> Any | None: ...
+
+    def put(self, key: str, data: Any) -> None: ...
+
+
+def _memo_key(repo: Repo, path: str | None, levels: list[str], demands: list[Any],
+              node_selector: Any) -> str | None:
+    """A key over the inventory file's bytes, the levels, the node selector and every demand in arrival order;
+    None when the inventory is one the packer would refuse (the uncached path reports it)."""
+    if repo.root is None or path is None:
+        return None
+    target = repo.root / path
+    if Path(path).is_absolute() or ".." in Path(path).parts or not inside(repo.root, target) or \
+            not target.is_file():
+        return None
+    import orjson
+
+    h = hashlib.sha256(target.read_bytes())
+    h.update(orjson.dumps([path, levels, sorted(dict(node_selector or {}).items()), demands]))
+    return h.hexdigest()
+
+
+def _outcomes_json(outcomes: dict[str, GangOutcome]) -> list[Any]:
+    return [[key, o.plan_hash, o.placement.key, o.placement.display, o.placement.gpus, o.placement.placed,
+             o.placement.reason, o.placement.subgroup_domains, o.placement.pod_nodes,
+             [[pod, [list(level) for level in domain]] for pod, domain in o.placement.pod_domain.items()]]
+            for key, o in outcomes.items()]
+
+
+def _outcomes_from_json(data: Any) -> dict[str, GangOutcome] | None:
+    """What :func:`_outcomes_json` wrote, with only the fields annotating reads; None for anything else."""
+    from toporender.placement.plan import GangPlacement
+
+    try:
+        out = {}
+        for key, plan_hash, gp_key, display, gpus, placed, reason, domains, nodes, pod_domain in data:
+            gp = GangPlacement(str(gp_key), str(display), int(gpus), bool(placed),
+                               None if reason is None else str(reason),
+                               {str(k): {str(a): str(b) for a, b in v.items()} for k, v in domains.items()},
+                               {str(k): str(v) for k, v in nodes.items()},
+                               {str(pod): tuple((str(a), str(b)) for a, b in domain) for pod, domain in pod_domain})
+            out[str(key)] = GangOutcome(gp, str(plan_hash))
+        return out
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _same(a: GangOutcome, b: GangOutcome) -> bool:
+    x, y = a.placement, b.placement
+    return (a.plan_hash, x.key, x.display, x.gpus, x.placed, x.reason, x.subgroup_domains, x.pod_nodes,
+            list(x.pod_domain.items())) == (b.plan_hash, y.key, y.display, y.gpus, y.placed, y.reason,
+                                             y.subgroup_domains, y.pod_nodes, list(y.pod_domain.items()))
+
+
+def _pool_outcomes(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
+                   inventory: str | None, inventory_docs: list[Document] | None, order: Sequence[str],
+                   memo: PlanMemo | None) -> list[tuple[str, dict[str, GangOutcome], list[Gang]]]:
+    """Outcome per gang of every pool that packs, as :func:`plan_pools` plans it; with ``memo``, a pool whose
+    inventory bytes, levels, node selector and demands (in arrival order) were packed before is not packed
+    again, and its inventory is not read."""
+    import orjson
+
+    from toporender.placement.packer import pack
     from toporender.placement.plan import gang_hash
 
+    if memo is None or inventory_docs is not None:
+        return [(name, {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key]))
+                        for g in members}, members)
+                for name, plan, members in plan_pools(repo, gangs, demands, inventory=inventory,
+                                                      inventory_docs=inventory_docs, order=order)]
+    if not uses_placement(repo, inventory, inventory_docs):
+        return []
+    arrived = arrival(gangs, order)
+    cache: dict[str, Inventory] = {}
+    out = []
+    for pool_name in sorted(repo.config.pools):
+        pool = repo.config.pools[pool_name]
+        members = [g for g in arrived if g.pool_name == pool_name]
+        if not members:
+            continue
+        levels = [k.label for k in pool.topology_keys]
+        pool_demands = [demands[g.key] for g in members]
+        key = _memo_key(repo, inventory or pool.inventory or repo.config.inventory, levels, pool_demands,
+                        pool.node_selector)
+        cached = _outcomes_from_json(memo.get(key)) if key is not None else None
+        if cached is not None and list(cached) == [g.key for g in members]:
+            out.append((pool_name, cached, members))
+            continue
+        loc = ("pools", pool_name, "inventory") if pool.inventory else ("inventory",)
+        inv = _inventory(repo, inventory or pool.inventory or repo.config.inventory, None, cache,
+                         partial(repo.config_doc.pos, loc))
+        if inv is None:
+            continue
+        plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector)
+        outcomes = {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key]))
+                    for g in members}
+        data = _outcomes_json(outcomes)
+        back = _outcomes_from_json(orjson.loads(orjson.dumps(data)))
+        if key is not None and back is not None and all(_same(back[k], o) for k, o in outcomes.items()):
+            memo.put(key, data)
+        out.append((pool_name, outcomes, members))
+    return out
+
+
+def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]]], *, inventory: str | None,
+          inventory_docs: list[Document] | None, order: Sequence[str], strict: bool | None, sink: DiagnosticSink,
+          memo: PlanMemo | None = None) -> dict[str, GangOutcome]:
+    """Outcome per gang key; unplaceable gangs warn, or fail under strict placement."""
     outcomes: dict[str, GangOutcome] = {}
     try:
         demands = {g.key: gang_demand(g, pods[g.key]) for g in gangs}
-        plans = plan_pools(repo, gangs, demands, inventory=inventory, inventory_docs=inventory_docs, order=order)
+        pools = _pool_outcomes(repo, gangs, demands, inventory=inventory, inventory_docs=inventory_docs, order=order,
+                               memo=memo)
     except UserError as err:
         sink.extend(err)
         return outcomes
-    for pool_name, plan, members in plans:
+    for pool_name, pool_outcomes, members in pools:
         is_strict = strict if strict is not None else repo.config.pools[pool_name].strict
         for gang in members:
-            gp = plan.gangs[gang.key]
-            outcomes[gang.key] = GangOutcome(gp, gang_hash(plan.levels, gp))
+            outcome = outcomes[gang.key] = pool_outcomes[gang.key]
+            gp = outcome.placement
             if not gp.placed:
                 msg = f"group '{gang.name}' cannot be placed: {gp.reason}"
                 if is_strict:
@@ -199,7 +307,7 @@ def place(repo: Repo, gangs: Sequence[Gang], pods: dict[str, list[dict[str, Any]
 
 def pack_stage(repo: Repo, built: Sequence[tuple[Gang, list[dict[str, Any]], list[dict[str, Any]]]], *,
                inventory: str | None, inventory_docs: list[Document] | None, strict: bool | None,
-               sink: DiagnosticSink) -> str | None:
+               sink: DiagnosticSink, memo: PlanMemo | None = None) -> str | None:
     """The pipeline's pack stage: place the built gangs, write the intended placement onto their objects, and
     return what ``toporender.lock`` holds after this render (None when the repo packs nothing or has no folder).
 
@@ -211,7 +319,7 @@ def pack_stage(repo: Repo, built: Sequence[tuple[Gang, list[dict[str, Any]], lis
     gangs = [gang for gang, _, _ in built]
     order = load_order(repo.root)
     outcomes = place(repo, gangs, {gang.key: pods for gang, _, pods in built}, inventory=inventory,
-                     inventory_docs=inventory_docs, order=order, strict=strict, sink=sink)
+                     inventory_docs=inventory_docs, order=order, strict=strict, sink=sink, memo=memo)
     sink.raise_if_errors()
     for gang, group_objects, pods in built:
         outcome = outcomes.get(gang.key)

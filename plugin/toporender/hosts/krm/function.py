@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toporender.cache import open_store
 from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.hosts.common import check_namespace, check_repo_relative, parse_bool
 from toporender.hosts.krm.resource_list import (
@@ -213,7 +214,7 @@ def render_items(
         root = cwd / settings.path
         if not root.is_dir():
             raise fail(f"functionConfig spec.path {settings.path!r} is not a directory (relative to {cwd})")
-        result = render_repo(root, settings.options)
+        result = render_repo(root, settings.options, open_store(root))
         return result, origins, consumed
 
     configs = [it for it in items if is_ours(it) and it.kind == "RepoConfig"]
