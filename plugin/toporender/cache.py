@@ -45,15 +45,6 @@ DISABLE_ENV = "TOPORENDER_NO_CACHE"
 OFF_WORDS = {"", "0", "false", "no", "off", "n"}
 
 
-def inside(root: Path, path: Path) -> bool:
-    """As :func:`toporender.load.repo.inside`, without importing the loader (a cache hit never does)."""
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
-
-
 def cache_directory(environ: Mapping[str, str]) -> Path | None:
     """``$TOPORENDER_CACHE_DIR``, else ``$XDG_CACHE_HOME/toporender``, else ``~/.cache/toporender``; None when
     ``$TOPORENDER_NO_CACHE`` is set to a true word, or no home directory is known."""
@@ -207,7 +198,7 @@ def open_store(root: Path, environ: Mapping[str, str] = os.environ) -> Store | N
     if directory is None:
         return None
     try:
-        if inside(root, directory):
+        if walk.inside(root, directory):
             return None
         max_mb = environ.get("TOPORENDER_CACHE_MAX_MB")
         return Store(directory, int(max_mb) * 2**20 if max_mb else DEFAULT_MAX_BYTES)
@@ -260,7 +251,7 @@ def _file_hash(root: Path, rel: str) -> str:
     path = root / rel
     if not os.path.lexists(path):
         return "-"
-    if not inside(root, path) or not path.is_file():
+    if not walk.inside(root, path) or not path.is_file():
         raise OSError(f"{rel} is not a regular file inside the repo")
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -271,7 +262,7 @@ def render_key(root: Path, what: str, inventory: str | None) -> tuple[str, Input
     (a missing or unusual config, a pattern that matches something unreadable): those render uncached."""
     try:
         config = root / CONFIG_FILE
-        if not inside(root, config) or not config.is_file():
+        if not walk.inside(root, config) or not config.is_file():
             return None
         raw = config.read_bytes()
         inputs = config_inputs(raw, inventory)

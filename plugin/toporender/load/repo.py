@@ -16,6 +16,7 @@ from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, f
 from toporender.load import walk
 from toporender.load.model_errors import parse
 from toporender.load.models import GroupSpec, RepoConfig, ResourceSpec, WorkflowDocument
+from toporender.load.walk import inside
 from toporender.load.yaml_source import Document, Loc, load_file
 
 CONFIG_FILE = "toporender.yaml"
@@ -122,15 +123,6 @@ def single_document(path: Path, source: str) -> Document:
     if len(docs) > 1:
         raise fail("expected one YAML document per file; split the file", docs[1].pos())
     return docs[0]
-
-
-def inside(root: Path, path: Path) -> bool:
-    """True when ``path`` (after resolving symlinks) stays inside ``root``."""
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
 
 
 def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:

@@ -211,3 +211,13 @@ def files_under(directory: Path) -> list[Path]:
             elif entry.is_file(follow_symlinks=False):
                 out.append(Path(entry.path))
     return out
+
+
+def inside(root: Path, path: Path) -> bool:
+    """True when ``path`` (after resolving symlinks) stays inside ``root``; here, with no loader imports, so
+    that the render cache can check paths without loading the loader."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
