@@ -163,3 +163,14 @@ def test_import_refuses_non_utf8_and_directories(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "not valid UTF-8" in result.stderr and result.stdout == ""
     result = CliRunner().invoke(cli, ["inventory", "import", str(tmp_path)])
     assert result.exit_code == 1 and "found a directory" in result.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "apiVersion: v1\nitems:\n- metadata: {name: a}\n  note: " + "x" * 5000,
+    '{"kind": "List", "items": [{"metadata": {"name": "' + "x" * 5000,
+], ids=["yaml", "json"])
+def test_a_huge_item_is_refused_not_read_without_end(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr(nodelist, "BLOCK_CHARS", 64)
+    monkeypatch.setattr(nodelist, "MAX_ITEM_CHARS", 1000)
+    messages = error(streamed, text)
+    assert any("larger than" in m or "longer than" in m for m in messages), messages

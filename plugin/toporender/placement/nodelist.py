@@ -245,6 +245,8 @@ def _yaml_items(head: str, stream: IO[str], collector: _Collector) -> bool:
     after = ""
     while True:
         complete = len(buf) if eof else buf.rfind("\n") + 1
+        if len(buf) - complete > MAX_ITEM_CHARS:
+            raise fail(f"a line longer than {MAX_ITEM_CHARS // 2**20} MiB", Position(collector.display, line))
         end = items_end.search(buf, 0, complete)
         if end is not None or eof:
             stop = end.start() if end is not None else len(buf)
