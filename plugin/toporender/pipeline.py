@@ -279,7 +279,7 @@ def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]
     demands = {}
     warned: set[str] = set()
     for gang in gangs:  # a gang's objects are dropped once its demand is known: a large repo's Pods take GiBs
-        demands[gang.key] = gang_demand(gang, build_gang(gang, repo, sink, warned)[1])
+        demands[gang.key] = gang_demand(gang, build_gang(gang, repo, sink, warned, delivery=False)[1])
     sink.raise_if_errors()
     inv = None
     if inventory is not None:

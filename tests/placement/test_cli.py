@@ -57,3 +57,11 @@ def test_plan_workflow_repo_json() -> None:
     assert r.exit_code == 0, r.output
     pools = json.loads(r.stdout)
     assert pools and all(len(p["hash"]) == 64 and p["gangs"] for p in pools.values())
+
+
+def test_plan_json_is_what_the_standard_encoder_writes() -> None:
+    from toporender.cli.plan import _plan_json
+
+    for data in ({"p": {"gangs": [{"a": 1, "b": [1, 2], "c": None, "d": True, "e": {}}], "x": []}},
+                 {"p": {"label": "zone-ä"}}, {"p": {"big": 2**70}}):
+        assert _plan_json(data) == json.dumps(data, indent=2)

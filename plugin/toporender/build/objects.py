@@ -101,9 +101,13 @@ def pool_objects(repo: Repo, namespace: str, wanted: bool | None, *, inventory: 
     return objs
 
 
-def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
-               warned: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Objects of one task group in stream order: (group-template objects, PodGroup(s), Service), Pods."""
+def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str],
+               delivery: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Objects of one task group in stream order: (group-template objects, PodGroup(s), Service), Pods.
+
+    ``delivery=False`` leaves out the Argo CD annotations (sync waves, the gang revision): ``toporender plan``
+    builds gangs only to read their Pods' demands, and hashing each gang's inputs for its revision was a sixth
+    of that."""
     config, doc = repo.config, repo.config_doc
     variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
@@ -122,6 +126,8 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink,
     replace = gang.pool.on_change == "replace"
     group_notes: dict[str, str] = {}
     pod_notes: dict[str, str] = {}
+    if not delivery:
+        return group_objs, pods
     if repo.config.sync_waves or replace:
         group_notes[SYNC_WAVE], pod_notes[SYNC_WAVE] = "-1", "0"
     if replace:

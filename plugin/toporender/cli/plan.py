@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -125,9 +126,8 @@ def plan_cmd(target: str, fmt: str, inventory: str | None, wide: bool) -> None:
         raise UserError(Diagnostic("no pool of this repo has an inventory to plan against; set 'inventory:' in "
                                    "toporender.yaml or pass --inventory", Position("toporender.yaml")))
     if fmt == "json":
-        import json
 
-        click.echo(json.dumps({pool: p.to_dict() for pool, p in plans}, indent=2))
+        click.echo(_plan_json({pool: p.to_dict() for pool, p in plans}))
         return
     if fmt in ("svg", "html"):
         from toporender.placement.picture import plan_html, plan_svg
@@ -136,6 +136,20 @@ def plan_cmd(target: str, fmt: str, inventory: str | None, wide: bool) -> None:
         click.echo(svg if fmt == "svg" else plan_html(svg, f"toporender plan: {target}"), nl=False)
         return
     click.echo("\n".join(format_plan(p, "table", pool, wide) for pool, p in plans), nl=False)
+
+
+def _plan_json(data: dict[str, Any]) -> str:
+    """``json.dumps(data, indent=2)``: orjson writes the same bytes for the plan's ints and ASCII strings in a
+    tenth of the time (a 1M-GPU plan is hundreds of MB); any other text takes the standard encoder."""
+    import json
+
+    import orjson
+
+    try:
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:
+        text = ""
+    return text if text and text.isascii() else json.dumps(data, indent=2)
 
 
 def _missing(target: str) -> UserError:
