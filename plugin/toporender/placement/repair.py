@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext
-from toporender.placement.exact import ExactRepack
+from toporender.placement.exact import EXACT_MAX_NODES, ExactRepack
 from toporender.placement.fit import Fitter
 from toporender.placement.tree import ROOT
 
@@ -86,7 +86,12 @@ class Repairer(Fitter):
         for region in regions:
             if searched >= EXACT_REGIONS:
                 break
+            # cheap size test first: the bounded search's budgets (and so large pools' plans) stay untouched
+            if sum(tree.dom_hist[region]) > EXACT_MAX_NODES:
+                continue
+            spent = self.spent
             movable = self._inside(region)
+            self.spent = spent
             if tuple(movable) in seen or tree.dom_free[region] < gang.need:
                 continue
             seen.add(tuple(movable))
