@@ -235,9 +235,8 @@ class GreedyPacker(Packer):
             regions.extend(fits)
         if root.req < 0 and not (self.best_fit and regions):
             regions.append(ROOT)
-        first = {p: i for i, p in enumerate(p.name for p in gang.demand.pods)}
-        names = gang.pod_names
-        leaves = sorted((g for g in gang.groups if g.pods), key=lambda g: min(first[names[p]] for p in g.pods))
+        # subgroups by name: the plan must not depend on the order the demand lists them in
+        leaves = sorted((g for g in gang.groups if g.pods), key=lambda g: g.name)
         for region in regions:
             pairs = self._into(gang, region, leaves)
             if pairs is not None:
@@ -298,10 +297,10 @@ class GreedyPacker(Packer):
         return out
 
 
-def _outcome(packer: Packer) -> tuple[int, int]:
-    """What the plans are compared on: GPUs placed, then gangs placed."""
-    placed = packer.placed
-    return sum(x.need for x in packer.gangs if x.idx in placed), len(placed)
+def _outcome(packer: Packer, gangs: int) -> tuple[int, int]:
+    """What plans are compared on: GPUs placed among the first ``gangs`` gangs, then gangs placed."""
+    placed = [x for x in packer.gangs[:gangs] if x.idx in packer.placed]
+    return sum(x.need for x in placed), len(placed)
 
 
 def pack(
@@ -329,14 +328,46 @@ def pack(
             # Kueue's BestFit run too, and a plan that places more GPUs (then more gangs) replaces the packer's.
             # Ties keep the packer's, and each run is stable under appends, so an appended gang that fits the
             # chosen plan adds the same GPUs to it as at most to any other: the choice, and every placement, stay.
+            runs = [(tree, packer)]
             for best_fit in (False, True):
                 other_tree = Tree(inventory, levels, node_selector or {})
                 other = GreedyPacker(other_tree, gangs, best_fit)
                 other.run()
-                if _outcome(other) > _outcome(packer):
-                    tree, packer = other_tree, other
+                runs.append((other_tree, other))
+            tree, packer = _choose(runs, len(gangs))
+            before = _choose(runs, len(gangs) - 1)[1]
+            if packer is not runs[0][1] or before is not packer:
+                _explain_switch(runs[0][1], before, packer)
         return build_plan(tree, packer)
 
+
+def _choose(runs: list[tuple[Tree, Packer]], gangs: int) -> tuple[Tree, Packer]:
+    """The run whose plan of the first ``gangs`` gangs places the most GPUs, then gangs; the first on ties.
+
+    Every run is stable under appends (its plan of a prefix is its plan of the whole, restricted to the prefix,
+    up to gangs the packer flags as moved), so this also tells which plan ``pack`` chose for a shorter prefix."""
+    best = runs[0]
+    for run in runs[1:]:
+        if _outcome(run[1], gangs) > _outcome(best[1], gangs):
+            best = run
+    return best
+
+
+def _explain_switch(main: Packer, before: Packer, chosen: Packer) -> None:
+    """Flag as moved the gangs a greedy plan places elsewhere than the packer did, or than the plan chosen
+    without the last gang did, or leaves out; tell the ones it leaves out that they were placeable and why they
+    are not placed."""
+    moved = set(main.moved) if chosen is main else set()
+    for other in {id(main): main, id(before): before}.values():
+        if other is not chosen:
+            moved |= {i for i in other.placed if other.assign.get(i) != chosen.assign.get(i)}
+    chosen.moved = moved
+    ours = _outcome(main, len(main.gangs))[0]
+    theirs = _outcome(chosen, len(chosen.gangs))[0]
+    for i in sorted(main.placed - chosen.placed):
+        gang = chosen.gangs[i]
+        chosen.reasons[i] = (f"{gang.demand.display}: left out so that more GPUs are placed in total ({theirs} "
+                             f"against {ours} with it placed); {chosen.reasons.get(i, 'it does not fit then')}")
 
 @contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
