@@ -43,8 +43,22 @@ class OutOfSteps(Exception):
 class ExactRepack:
     """One exact search over ``gangs`` inside ``region``, on the tree's current free GPUs."""
 
-    def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int):
+    def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
+                 preferred: bool = False):
         self.tree = tree
+        # required level of every group; with ``preferred`` a gang's preferred level counts as required, so
+        # the search keeps each gang inside one domain of it (one block, say) when it can
+        self.req: dict[LeafKey, int] = {}
+        for x in gangs:
+            for gi, grp in enumerate(x.groups):
+                r = grp.req
+                a = gi
+                while preferred and a >= 0:
+                    pref = x.groups[a].pref
+                    if pref is not None:
+                        r = max(r, pref)
+                    a = x.groups[a].parent
+                self.req[(x.idx, gi)] = r
         self.region = region
         self.gangs = {g.idx: g for g in gangs}
         self.budget = budget
@@ -52,11 +66,13 @@ class ExactRepack:
         self.leaves: list[LeafKey] = [(g.idx, gi) for g in gangs for gi, grp in enumerate(g.groups) if grp.pods]
         rlvl = tree.dom_level[region]
         self.rlvl = rlvl
-        self.level = {k: max(self.gangs[k[0]].groups[k[1]].req, rlvl) for k in self.leaves}
+        self.level = {k: max(self.req[k], rlvl) for k in self.leaves}
         self.unit_level = min(self.level.values(), default=rlvl)
         self.load: dict[int, int] = {}
         self.fixed: dict[LeafKey, int] = {}
         self.members: dict[int, list[tuple[LeafKey, int]]] = {}
+        self.near: dict[int, dict[int, int]] = {}
+        """Per gang, how many of its placed leaf groups lie in each domain."""
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
         self.shape_memo: dict[int, tuple[object, ...]] = {}
         self.caps_memo: dict[int, dict[int, int]] = {}
@@ -78,7 +94,7 @@ class ExactRepack:
         """``gang -> pod -> node`` for every gang, or None (no arrangement, or out of steps)."""
         tree = self.tree
         gangs = list(self.gangs.values())
-        split = min((x.groups[0].req for x in gangs), default=-1)
+        split = min((self.req[(x.idx, 0)] for x in gangs), default=-1)
         try:
             found = self._split(gangs, split) if split > self.rlvl else self._leaves_in(self.region, gangs)
         except OutOfSteps:
@@ -181,21 +197,21 @@ class ExactRepack:
         keys = sorted((x.idx, gi) for x in gangs for gi, grp in enumerate(x.groups) if grp.pods)
         saved = self.region, self.rlvl
         self.region, self.rlvl = region, self.tree.dom_level[region]
-        level = {k: max(self.gangs[k[0]].groups[k[1]].req, self.rlvl) for k in keys}
+        level = {k: max(self.req[k], self.rlvl) for k in keys}
         self.level.update(level)
         unit_level = min(level.values(), default=self.rlvl)
         prev_unit = self.unit_level
         self.unit_level = unit_level
         gs = self.gangs
         order = sorted(keys, key=lambda k: (-gs[k[0]].groups[k[1]].need, -gs[k[0]].groups[k[1]].sizes[0][0], k))
-        state = self.load, self.fixed, self.members
-        self.load, self.fixed, self.members = {}, {}, {}
+        state = self.load, self.fixed, self.members, self.near
+        self.load, self.fixed, self.members, self.near = {}, {}, {}, {}
         try:
             if not self._assign(order, 0):
                 return None
             return [(unit, tuple(sorted(m))) for unit, m in sorted(self.members.items()) if m]
         finally:
-            self.load, self.fixed, self.members = state
+            self.load, self.fixed, self.members, self.near = state
             self.region, self.rlvl = saved
             self.unit_level = prev_unit
 
@@ -236,7 +252,12 @@ class ExactRepack:
             return [w] if self._free(w) >= g.need else []
         doms = [tree.dom_of(k) for k in tree.index.get((w, lvl), [])]
         rank = tree.rank
-        fits = sorted((d for d in doms if self._free(d) >= g.need), key=lambda d: (self._free(d) - g.need, rank[d]))
+        near = self.near.get(key[0], {})
+        anc = tree.dom_anc
+        # fewest domains first (the deepest domain shared with the gang's groups placed so far), then best fit
+        fits = sorted((d for d in doms if self._free(d) >= g.need),
+                      key=lambda d: (-max((len(anc[a]) for a in anc[d] if near.get(a)), default=0),
+                                     self._free(d) - g.need, rank[d]))
         out = []
         seen: set[tuple[object, ...]] = set()
         for d in fits:
@@ -272,13 +293,15 @@ class ExactRepack:
             self._step()
             fixes = []
             for gi in self._chain(key):
-                grp = self.gangs[gang].groups[gi]
-                if grp.req >= 0 and (gang, gi) not in self.fixed and grp.req >= self.rlvl:
-                    self.fixed[(gang, gi)] = tree.dom_anc[d][min(grp.req, tree.dom_level[d]) + 1]
+                r = self.req[(gang, gi)]
+                if r >= 0 and (gang, gi) not in self.fixed and r >= self.rlvl:
+                    self.fixed[(gang, gi)] = tree.dom_anc[d][min(r, tree.dom_level[d]) + 1]
                     fixes.append((gang, gi))
             anc = tree.dom_anc[d]
+            near = self.near.setdefault(gang, {})
             for a in anc:
                 self.load[a] = self.load.get(a, 0) + need
+                near[a] = near.get(a, 0) + 1
             unit = anc[self.unit_level + 1] if self.unit_level >= 0 else anc[0]
             members = self.members.setdefault(unit, [])
             members.append((key, d))
@@ -288,6 +311,7 @@ class ExactRepack:
             members.pop()
             for a in anc:
                 self.load[a] -= need
+                near[a] -= 1
             for k in fixes:
                 del self.fixed[k]
         return False

@@ -25,6 +25,8 @@ MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
 EXACT_STEPS = 30_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`)."""
+EXACT_PREFERRED_STEPS = 10_000
+"""Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 2
 """Small regions searched exactly per gang that the bounded repair could not admit."""
 EXACT_RUN_STEPS = 400_000
@@ -105,9 +107,16 @@ class Repairer(Fitter):
             mark = len(self.log)
             for m in movable:
                 self._release(m)
-            search = ExactRepack(tree, region, gs, min(EXACT_STEPS, EXACT_RUN_STEPS - self.exact_spent))
-            found = search.solve()
-            self.exact_spent += search.steps
+            found = None
+            # each gang inside one domain of its preferred level first (fewest domains), then only as required
+            for preferred, steps in ((True, EXACT_PREFERRED_STEPS), (False, EXACT_STEPS)):
+                if preferred and all(g.pref is None for x in gs for g in x.groups):
+                    continue
+                search = ExactRepack(tree, region, gs, min(steps, EXACT_RUN_STEPS - self.exact_spent), preferred)
+                found = search.solve()
+                self.exact_spent += search.steps
+                if found is not None:
+                    break
             if found is None:
                 self._rollback(mark, None)
                 continue
