@@ -161,6 +161,13 @@ class Repairer(Fitter):
         items = [(x, gi) for x in gs for gi, g in enumerate(x.groups) if g.pods]
         split = min(x.groups[0].req for x in gs)
         attempts: list[Callable[[], bool]] = []
+        prefs = [x.groups[0].pref for x in gs]
+        tree = self.tree
+        if sum(tree.dom_hist[region]) <= EXACT_MAX_NODES and all(p is not None for p in prefs):
+            # a small region: first keep every gang whole inside one domain of its preferred level
+            pref_split = min(p for p in prefs if p is not None)
+            if pref_split > max(split, tree.dom_level[region]):
+                attempts.append(lambda: self._decomposed(gs, region, pref_split, allowance))
         if split > self.tree.dom_level[region]:
             attempts.append(lambda: self._decomposed(gs, region, split, allowance))
         attempts.append(lambda: self._search_items(
