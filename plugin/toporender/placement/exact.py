@@ -92,7 +92,6 @@ class ExactRepack:
     # ---- the outer search: a domain for every leaf group ----------------------------------------------------
     def solve(self) -> dict[int, dict[int, int]] | None:
         """``gang -> pod -> node`` for every gang, or None (no arrangement, or out of steps)."""
-        tree = self.tree
         gangs = list(self.gangs.values())
         split = min((self.req[(x.idx, 0)] for x in gangs), default=-1)
         try:
@@ -110,7 +109,6 @@ class ExactRepack:
         for (gang, gi), nodes in sorted(result.items()):
             pods = self.gangs[gang].groups[gi].pods
             out.setdefault(gang, {}).update(zip(pods, nodes, strict=True))
-        del tree
         return out
 
     # ---- whole gangs to domains of the gangs' common required level first --------------------------------------
