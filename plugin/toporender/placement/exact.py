@@ -78,6 +78,13 @@ class ExactRepack:
         self.caps_memo: dict[int, dict[int, int]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
+        # per leaf group, per size of ``sizes``: GPUs of its pods of at least that size
+        self.ge: dict[LeafKey, list[int]] = {}
+        for gang, gi in self.leaves:
+            gpus = [self.gangs[gang].pod_gpus[p] for p in self.gangs[gang].groups[gi].pods]
+            self.ge[(gang, gi)] = [sum(g for g in gpus if g >= s) for s in self.sizes]
+        self.load_ge: dict[int, list[int]] = {}
+        """Per domain, per size of ``sizes``: GPUs of pods of at least that size placed in it."""
 
     @staticmethod
     def applies(tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> bool:
@@ -202,14 +209,14 @@ class ExactRepack:
         self.unit_level = unit_level
         gs = self.gangs
         order = sorted(keys, key=lambda k: (-gs[k[0]].groups[k[1]].need, -gs[k[0]].groups[k[1]].sizes[0][0], k))
-        state = self.load, self.fixed, self.members, self.near
-        self.load, self.fixed, self.members, self.near = {}, {}, {}, {}
+        state = self.load, self.fixed, self.members, self.near, self.load_ge
+        self.load, self.fixed, self.members, self.near, self.load_ge = {}, {}, {}, {}, {}
         try:
             if not self._assign(order, 0):
                 return None
             return [(unit, tuple(sorted(m))) for unit, m in sorted(self.members.items()) if m]
         finally:
-            self.load, self.fixed, self.members, self.near = state
+            self.load, self.fixed, self.members, self.near, self.load_ge = state
             self.region, self.rlvl = saved
             self.unit_level = prev_unit
 
@@ -297,9 +304,15 @@ class ExactRepack:
                     fixes.append((gang, gi))
             anc = tree.dom_anc[d]
             near = self.near.setdefault(gang, {})
+            ge = self.ge[key]
             for a in anc:
                 self.load[a] = self.load.get(a, 0) + need
                 near[a] = near.get(a, 0) + 1
+                placed = self.load_ge.get(a)
+                if placed is None:
+                    placed = self.load_ge[a] = [0] * len(ge)
+                for j, v in enumerate(ge):
+                    placed[j] += v
             unit = anc[self.unit_level + 1] if self.unit_level >= 0 else anc[0]
             members = self.members.setdefault(unit, [])
             members.append((key, d))
@@ -310,18 +323,41 @@ class ExactRepack:
             for a in anc:
                 self.load[a] -= need
                 near[a] -= 1
+                placed = self.load_ge[a]
+                for j, v in enumerate(ge):
+                    placed[j] -= v
             for k in fixes:
                 del self.fixed[k]
         return False
 
     def _still_possible(self, order: list[LeafKey], start: int) -> bool:
-        """Every remaining leaf group still has room in the domain it is confined to, and no confining domain
-        is asked for more than it has free."""
-        asked: dict[int, int] = {}
+        """Necessary for the remaining leaf groups: in every domain that confines some of them (and its ancestors
+        inside the region), their GPUs fit the free GPUs left, and for each pod size s, their pods of at least s
+        GPUs plus those already placed there fit the whole multiples of s the nodes offer."""
+        tree = self.tree
+        anc = tree.dom_anc
+        rdepth = len(anc[self.region]) - 1
+        asked: dict[int, list[int]] = {}
+        width = len(self.sizes)
         for key in order[start:]:
             w = self._within(key)
-            asked[w] = asked.get(w, 0) + self.gangs[key[0]].groups[key[1]].need
-        return all(self._free(w) >= n for w, n in asked.items())
+            ge = self.ge[key]
+            for a in anc[w][rdepth:]:
+                got = asked.get(a)
+                if got is None:
+                    got = asked[a] = [0] * (width + 1)
+                got[0] += self.gangs[key[0]].groups[key[1]].need
+                for i in range(width):
+                    got[i + 1] += ge[i]
+        for w, got in asked.items():
+            if self._free(w) < got[0]:
+                return False
+            caps = self._caps(w)
+            placed = self.load_ge.get(w)
+            for i, size in enumerate(self.sizes):
+                if got[i + 1] + (placed[i] if placed else 0) > caps[size]:
+                    return False
+        return True
 
     # ---- the inner search: pods of one unit onto its nodes -------------------------------------------------------
     def _unit_fit(self, unit: int, members: list[tuple[LeafKey, int]]) -> dict[LeafKey, list[int]] | None:
