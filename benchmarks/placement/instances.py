@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
@@ -393,8 +394,24 @@ def mip_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDema
         row = cap_rows[n.name]
         if row:
             h.addRow(-inf, float(n.free_gpus), len(row), [v for v, _ in row], [c for _, c in row])
+    return _feasible(h)
+
+
+def _feasible(h: Any) -> bool | None:
+    """Solve a feasibility model: True, False, or None at the time limit.
+
+    HiGHS's presolve has been seen to declare feasible models of this kind infeasible (HiGHS 1.16.0, on a
+    mixed-family instance with an obvious arrangement), so an infeasible verdict is only trusted once confirmed
+    with presolve off."""
+    import highspy
+
     h.run()
     status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        h.setOptionValue("presolve", "off")
+        h.clearSolver()
+        h.run()
+        status = h.getModelStatus()
     if status == highspy.HighsModelStatus.kOptimal:
         return True
     if status == highspy.HighsModelStatus.kInfeasible:
@@ -476,13 +493,7 @@ def rack_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDem
         for row, ub in zip(rows[r], bounds, strict=True):
             if row:
                 h.addRow(-inf, float(ub), len(row), [v for v, _ in row], [w for _, w in row])
-    h.run()
-    status = h.getModelStatus()
-    if status == highspy.HighsModelStatus.kOptimal:
-        return True
-    if status == highspy.HighsModelStatus.kInfeasible:
-        return False
-    return None
+    return _feasible(h)
 
 
 def arrival_optimum(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
