@@ -409,6 +409,7 @@ def _feasible(h: Any) -> bool | None:
     status = h.getModelStatus()
     if status == highspy.HighsModelStatus.kInfeasible:
         h.setOptionValue("presolve", "off")
+        h.setOptionValue("time_limit", 4 * h.getOptionValue("time_limit")[1])
         h.clearSolver()
         h.run()
         status = h.getModelStatus()
