@@ -23,7 +23,7 @@ REPAIR_STEPS_PER_DOMAIN = 1_500
 REPAIR_STEPS_PER_GANG = 10
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
-EXACT_STEPS = 30_000
+EXACT_STEPS = 60_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`)."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
