@@ -208,6 +208,7 @@ class GreedyPacker(Packer):
     def __init__(self, tree: Tree, gangs: Sequence[GangDemand], best_fit: bool):
         super().__init__(tree, gangs)
         self.best_fit = best_fit
+        self.in_order: dict[tuple[int, int], list[int]] = {}
 
     def run(self) -> None:
         for gang in self.gangs:
@@ -221,7 +222,11 @@ class GreedyPacker(Packer):
         tree = self.tree
         if lvl <= tree.dom_level[w]:
             return [w]
-        return sorted((tree.dom_of(k) for k in tree.index.get((w, lvl), [])), key=tree.rank.__getitem__)
+        got = self.in_order.get((w, lvl))
+        if got is None:
+            got = self.in_order[(w, lvl)] = sorted((tree.dom_of(k) for k in tree.index.get((w, lvl), [])),
+                                                   key=tree.rank.__getitem__)
+        return got
 
     def _greedy(self, gang: CompiledGang) -> bool:
         tree = self.tree
@@ -238,6 +243,8 @@ class GreedyPacker(Packer):
         # subgroups by name: the plan must not depend on the order the demand lists them in
         leaves = sorted((g for g in gang.groups if g.pods), key=lambda g: g.name)
         for region in regions:
+            if not all(self._room_for(region, g) for g in leaves):
+                continue
             pairs = self._into(gang, region, leaves)
             if pairs is not None:
                 deltas: dict[int, int] = {}
@@ -249,6 +256,14 @@ class GreedyPacker(Packer):
                 return True
         return False
 
+    def _room_for(self, region: int, g: Group) -> bool:
+        """Necessary: some domain of the group's level in ``region`` has its GPUs free."""
+        tree = self.tree
+        if g.req <= tree.dom_level[region]:
+            return tree.dom_free[region] >= g.need
+        lst = tree.index.get((region, g.req))
+        return lst is not None and bool(lst) and tree.free_of(lst[-1]) >= g.need
+
     def _into(self, gang: CompiledGang, region: int, leaves: list[Group]) -> list[tuple[int, int]] | None:
         tree = self.tree
         local: dict[int, int] = {}
@@ -257,6 +272,8 @@ class GreedyPacker(Packer):
             chosen: list[tuple[int, int]] | None = None
             best: tuple[int, int] | None = None
             for d in self._domains(region, g.req):
+                if tree.dom_free[d] < g.need:
+                    continue
                 got = self._nodes(gang, g.pods, d, local)
                 if got is None:
                     continue
