@@ -69,7 +69,7 @@ BASELINES: dict[str, Baseline] = {
 }
 
 
-def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72") -> list[list[str]]:
+def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0) -> list[list[str]]:
     make = family_instance if family == "mixed" else small_instance
     levels = FAMILY_LEVELS if family == "mixed" else LEVELS
     span_levels = ("clique", "rack", "block") if family == "mixed" else ("rack", "block")
@@ -94,7 +94,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72") -> list[list
             asg = baseline(inst, levels)
             asgs[name] = (asg, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        opt, _, unknown = arrival_optimum(inst.inventory, levels, inst.gangs)
+        opt, _, unknown = arrival_optimum(inst.inventory, levels, inst.gangs, time_limit)
         solver_s.append(time.perf_counter() - t0)
         if unknown:
             raise SystemExit(f"seed {seed}: the solver hit its time limit")
@@ -133,6 +133,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
     ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per exact solve of the oracle")
     args = ap.parse_args()
     if args.family == "mixed":
         chosen = TUNING_SEEDS if args.set == "tuning" else HELD_OUT_SEEDS
@@ -144,7 +145,7 @@ def main() -> None:
     else:
         first = 1000 if args.first is None else args.first
         seeds = range(first, first + (40 if args.seeds is None else args.seeds))
-    table = run(seeds, args.verbose, args.family)
+    table = run(seeds, args.verbose, args.family, args.time_limit)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     what = f"{args.family} family, {args.set} set" if args.family == "mixed" else "random fragmented instances"
     print(f"quality on {len(seeds)} {what} (seeds {seeds.start}..{seeds.stop - 1})")
