@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
@@ -223,6 +224,83 @@ class BestFit:
         return None
 
 
+class FirstFit(BestFit):
+    """Plain first-fit: domains in path order, the first that holds the gang (preferred, else required level),
+    inside it each subgroup in the first domain of its level whose nodes hold it, nodes in name order. No
+    backtracking, no re-arranging."""
+
+    def _fit_nodes(self, nodes: list[str], pods: list[PodDemand]) -> dict[str, str] | None:
+        local = {n: self.free[n] for n in nodes}
+        out = {}
+        for p in sorted(pods, key=lambda p: (-p.gpus, p.name)):
+            best = next((n for n in sorted(nodes) if local[n] >= p.gpus), None)
+            if best is None:
+                return None
+            local[best] -= p.gpus
+            out[p.name] = best
+        return out
+
+    def place(self, gang: GangDemand) -> dict[str, str] | None:
+        c = gang.constraint
+        labels = [x for x in (c.preferred, c.required) if x]
+        regions: list[list[str]] = []
+        for label in labels:
+            depth = self.levels.index(label)
+            regions.extend(ns for _, ns in sorted(self.domains[depth].items(), key=lambda kv: str(kv[0]))
+                           if sum(self.free[n] for n in ns) >= gang.gpus)
+        if not c.required:
+            regions.append(sorted(self.free))
+        for region in regions:
+            got = self._place_in(gang, region)
+            if got is not None:
+                return got
+        return None
+
+    def _place_in(self, gang: GangDemand, region: list[str]) -> dict[str, str] | None:
+        inside = set(region)
+        assigned: dict[str, str] = {}
+        taken: dict[str, int] = {}
+        leaf = leaf_of(gang)
+        groups: dict[str, list[PodDemand]] = {}
+        for p in gang.pods:
+            if p.gpus:
+                s = leaf[p.name]
+                groups.setdefault(s.name if s else "", []).append(p)
+        for name, pods in groups.items():
+            sub = next((s for s in gang.subgroups if s.name == name), None)
+            label = sub.constraint.required if sub else None
+            got = None
+            if label:
+                depth = self.levels.index(label)
+                for _, ns in sorted(self.domains[depth].items(), key=lambda kv: str(kv[0])):
+                    ns = [n for n in ns if n in inside]
+                    if ns:
+                        got = self._fit_nodes(ns, pods)
+                        if got is not None:
+                            break
+            else:
+                got = self._fit_nodes(sorted(inside), pods)
+            if got is None:
+                for n, g in taken.items():
+                    self.free[n] += g
+                return None
+            for p in pods:
+                self.free[got[p.name]] -= p.gpus
+                taken[got[p.name]] = taken.get(got[p.name], 0) + p.gpus
+            assigned.update(got)
+        return assigned
+
+
+def firstfit_run(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
+    ff = FirstFit(inv, levels)
+    out = {}
+    for g in gangs:
+        got = ff.place(g)
+        if got is not None:
+            out[g.key] = got
+    return out
+
+
 def bestfit_run(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
     bf = BestFit(inv, levels)
     out = {}
@@ -316,8 +394,25 @@ def mip_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDema
         row = cap_rows[n.name]
         if row:
             h.addRow(-inf, float(n.free_gpus), len(row), [v for v, _ in row], [c for _, c in row])
+    return _feasible(h)
+
+
+def _feasible(h: Any) -> bool | None:
+    """Solve a feasibility model: True, False, or None at the time limit.
+
+    HiGHS's presolve has been seen to declare feasible models of this kind infeasible (HiGHS 1.16.0, on a
+    mixed-family instance with an obvious arrangement), so an infeasible verdict is only trusted once confirmed
+    with presolve off."""
+    import highspy
+
     h.run()
     status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        h.setOptionValue("presolve", "off")
+        h.setOptionValue("time_limit", 4 * h.getOptionValue("time_limit")[1])
+        h.clearSolver()
+        h.run()
+        status = h.getModelStatus()
     if status == highspy.HighsModelStatus.kOptimal:
         return True
     if status == highspy.HighsModelStatus.kInfeasible:
@@ -399,13 +494,7 @@ def rack_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDem
         for row, ub in zip(rows[r], bounds, strict=True):
             if row:
                 h.addRow(-inf, float(ub), len(row), [v for v, _ in row], [w for _, w in row])
-    h.run()
-    status = h.getModelStatus()
-    if status == highspy.HighsModelStatus.kOptimal:
-        return True
-    if status == highspy.HighsModelStatus.kInfeasible:
-        return False
-    return None
+    return _feasible(h)
 
 
 def arrival_optimum(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
@@ -424,3 +513,99 @@ def arrival_optimum(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangD
         if ok:
             accepted.append(g)
     return sum(g.gpus for g in accepted), [g.key for g in accepted], unknown
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The broader family: the clusters a new user brings, not the one the packer was first tuned on.
+
+FAMILY_LEVELS = ("zone", "block", "rack", "clique")
+"""Zone, block (spine), rack (or leaf group), clique (a few nodes of one rack sharing a fast fabric)."""
+
+LEAF_GROUP_SIZES = (1, 1, 2, 2, 2, 3, 3, 3, 5, 5, 6, 6, 6, 8, 11)
+"""Nodes per leaf group of a published CoreWeave cluster (64 nodes of 8 GPUs in 15 leaf groups)."""
+
+TUNING_SEEDS = range(2000, 2040)
+"""Seeds the packer may be tuned on."""
+
+HELD_OUT_SEEDS = range(7000, 7048)
+"""Seeds for the final report only: disjoint from the tuning seeds, never looked at while tuning."""
+
+
+def family_inventory(rng: random.Random, racks: int, leaf_groups: bool = False, blocks: int = 0,
+                     zones: int = 1) -> Inventory:
+    """Racks of 3-9 nodes (or leaf groups of 1-11) of 8-GPU or mixed 4/8-GPU nodes, split into cliques of 1-4
+    nodes; about a third of the racks partly pre-used, about 4% of nodes cordoned."""
+    mixed = not leaf_groups and rng.random() < 0.5
+    blocks = blocks or max(1, racks // rng.randint(2, 4))
+    nodes = []
+    for r in range(racks):
+        z = r * zones // racks
+        b = r * blocks // racks
+        size = rng.choice(LEAF_GROUP_SIZES) if leaf_groups else rng.randint(3, 9)
+        rack_gpus = rng.choice((4, 8)) if mixed and rng.random() < 0.5 else 8
+        preused = rng.random() < 1 / 3
+        clique, left = 0, rng.randint(1, 4)
+        for n in range(size):
+            if not left:
+                clique, left = clique + 1, rng.randint(1, 4)
+            left -= 1
+            gpus = rack_gpus if not mixed or rng.random() < 0.8 else 12 - rack_gpus
+            used = 0
+            if preused and rng.random() < 0.5:
+                used = rng.choice([u for u in (1, 2, 4, 6, gpus) if u <= gpus])
+            nodes.append(Node(
+                f"z{z}-b{b:03d}-r{r:05d}-n{n:02d}",
+                {"zone": f"z{z}", "block": f"z{z}-b{b:03d}", "rack": f"r{r:05d}", "clique": f"r{r:05d}-c{clique}"},
+                gpus, used, rng.random() < 0.04,
+            ))
+    return Inventory.of(nodes)
+
+
+def family_gang(rng: random.Random, key: str, big: int) -> GangDemand:
+    """1-3 subgroups of 1/2/4/8-GPU pods, each bound to a clique or a rack; the gang bound to a zone and
+    preferring a block. ``big`` (GPUs) scales the largest subgroups to the racks of the cluster."""
+    subs = []
+    pods: list[PodDemand] = []
+    pod_sub = []
+    for s in range(rng.choices((1, 2, 3), weights=(4, 3, 2))[0]):
+        g = rng.choices((8, 4, 2, 1), weights=(5, 3, 2, 1))[0]
+        level = rng.choice(("clique", "rack"))
+        top = max(1, (big if level == "rack" else big // 3) // g)
+        k = rng.randint(1, top)
+        sp = tuple(PodDemand(f"s{s}-{i}", g) for i in range(k))
+        subs.append(SubgroupDemand(f"s{s}", None, LevelConstraint(level), sp))
+        pods.extend(sp)
+        pod_sub.extend((p.name, f"s{s}") for p in sp)
+    return GangDemand(key, key, LevelConstraint("zone", "block"), tuple(subs), tuple(pods), tuple(pod_sub))
+
+
+def family_gangs(rng: random.Random, inv: Inventory, big: int, demand: float = 1.2) -> tuple[GangDemand, ...]:
+    """Gangs until they ask for ``demand`` times the free GPUs of the schedulable nodes."""
+    free = sum(n.free_gpus for n in inv.nodes if not n.unschedulable)
+    out: list[GangDemand] = []
+    total = 0
+    while total < demand * free:
+        g = family_gang(rng, f"g{len(out):05d}", big)
+        out.append(g)
+        total += g.gpus
+    return tuple(out)
+
+
+def family_instance(seed: int) -> Instance:
+    """A small instance of the family, small enough for the exact node-level oracle: 2-7 racks of 3-9 nodes (or
+    4-9 CoreWeave-like leaf groups of 1-11 nodes) in 1-2 zones; demand 1.2x the free GPUs."""
+    rng = random.Random(seed)
+    if rng.random() < 0.3:
+        inv = family_inventory(rng, rng.randint(4, 9), leaf_groups=True, zones=1)
+    else:
+        inv = family_inventory(rng, rng.randint(2, 7), zones=rng.choice((1, 1, 2)))
+    return Instance(seed, inv, family_gangs(rng, inv, 32))
+
+
+def family_scale_instance(nodes: int, seed: int = 1) -> Instance:
+    """The family at scale: about ``nodes`` nodes, 16 racks (or leaf groups) a block, 8 blocks a zone."""
+    rng = random.Random(seed)
+    racks = max(2, nodes // 6)
+    inv = family_inventory(rng, racks, leaf_groups=seed % 2 == 0, blocks=max(1, racks // 16),
+                           zones=max(1, racks // 128))
+    return Instance(seed, inv, family_gangs(rng, inv, 32))

@@ -1,9 +1,14 @@
-"""Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy BestFit.
+"""Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
-Usage: python benchmarks/placement/quality.py [--seeds N] [--first S]
-Prints per-instance rows (with --verbose) and a summary table: average / worst share of the optimum, average
-domains spanned per placed gang (racks, blocks), stranded GPUs (free GPUs in racks smaller than the smallest
-subgroup) and the time per instance.
+Usage: python benchmarks/placement/quality.py [--family nvl72|mixed] [--set tuning|held-out] [--seeds N]
+[--first S] [--verbose]
+
+``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
+``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and
+cordoned nodes, several gang shapes): ``--set tuning`` its tuning seeds, ``--set held-out`` the disjoint
+seeds kept for the final report. Prints a summary table: average / worst share of the optimum, instances where
+the packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs every packer
+placed), stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per instance.
 """
 
 from __future__ import annotations
@@ -12,91 +17,139 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import LEVELS, Instance, arrival_optimum, bestfit_run, check_plan, small_instance  # noqa: E402
+from instances import (  # noqa: E402
+    FAMILY_LEVELS,
+    HELD_OUT_SEEDS,
+    LEVELS,
+    TUNING_SEEDS,
+    Instance,
+    arrival_optimum,
+    bestfit_run,
+    check_plan,
+    family_instance,
+    firstfit_run,
+    small_instance,
+)
 
 from toporender.placement.packer import pack  # noqa: E402
 
 
-def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]]) -> tuple[int, float, float, int]:
-    """(GPUs placed, avg racks per gang, avg blocks per gang, stranded GPUs)."""
+def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
+            span_levels: Sequence[str]) -> tuple[int, list[float], int]:
+    """(GPUs placed, avg domains per gang at each of ``span_levels``, stranded GPUs)."""
     nodes = {n.name: n for n in inst.inventory.nodes}
     used = {n: 0 for n in nodes}
-    racks, blocks = [], []
+    spans: list[list[int]] = [[] for _ in span_levels]
     placed = 0
     gpus = {g.key: {p.name: p.gpus for p in g.pods} for g in inst.gangs}
     for key, pods in assignment.items():
         placed += sum(gpus[key][p] for p in pods)
         for p, n in pods.items():
             used[n] += gpus[key][p]
-        racks.append(len({nodes[n].labels["rack"] for n in pods.values()}))
-        blocks.append(len({nodes[n].labels["block"] for n in pods.values()}))
-    unit = min(len(s.pods) * s.pods[0].gpus for g in inst.gangs for s in g.subgroups)
+        for i, label in enumerate(span_levels):
+            spans[i].append(len({nodes[n].labels[label] for n in pods.values()}))
+    unit = min(sum(p.gpus for p in s.pods) for g in inst.gangs for s in g.subgroups)
     free: dict[str, int] = {}
     for n in nodes.values():
         if not n.unschedulable:
             free[n.labels["rack"]] = free.get(n.labels["rack"], 0) + n.gpus - n.used_gpus - used[n.name]
     stranded = sum(f for f in free.values() if 0 < f < unit)
-    return placed, statistics.mean(racks or [0]), statistics.mean(blocks or [0]), stranded
+    return placed, [statistics.mean(s or [0]) for s in spans], stranded
 
 
-def run(seeds: Sequence[int], verbose: bool) -> list[list[str]]:
-    rows: dict[str, list[tuple[float, float, float, int, float]]] = {"ours": [], "bestfit": []}
+Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
+BASELINES: dict[str, Baseline] = {
+    "first-fit": lambda inst, levels: firstfit_run(inst.inventory, levels, inst.gangs),
+    "bestfit": lambda inst, levels: bestfit_run(inst.inventory, levels, inst.gangs),
+}
+
+
+def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0) -> list[list[str]]:
+    make = family_instance if family == "mixed" else small_instance
+    levels = FAMILY_LEVELS if family == "mixed" else LEVELS
+    span_levels = ("clique", "rack", "block") if family == "mixed" else ("rack", "block")
+    names = ["ours", *BASELINES]
+    rows: dict[str, list[tuple[float, list[float], int, float]]] = {name: [] for name in names}
+    below = dict.fromkeys(BASELINES, 0)
     solver_s = []
+    violations = 0
     for seed in seeds:
-        inst = small_instance(seed)
+        inst = make(seed)
         t0 = time.perf_counter()
-        plan = pack(inst.inventory, LEVELS, inst.gangs)
+        plan = pack(inst.inventory, levels, inst.gangs)
         t_ours = time.perf_counter() - t0
-        errors = check_plan(inst.inventory, LEVELS, inst.gangs, plan)
+        errors = check_plan(inst.inventory, levels, inst.gangs, plan)
+        violations += len(errors)
         if errors:
-            raise SystemExit(f"seed {seed}: constraint violations: {errors}")
+            print(f"seed {seed}: constraint violations: {errors}", file=sys.stderr)
+        asgs: dict[str, tuple[dict[str, dict[str, str]], float]] = {
+            "ours": ({k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}, t_ours)}
+        for name, baseline in BASELINES.items():
+            t0 = time.perf_counter()
+            asg = baseline(inst, levels)
+            asgs[name] = (asg, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        bf = bestfit_run(inst.inventory, LEVELS, inst.gangs)
-        t_bf = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        opt, _, unknown = arrival_optimum(inst.inventory, LEVELS, inst.gangs)
+        opt, _, unknown = arrival_optimum(inst.inventory, levels, inst.gangs, time_limit)
         solver_s.append(time.perf_counter() - t0)
         if unknown:
             raise SystemExit(f"seed {seed}: the solver hit its time limit")
-        ours_asg = {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}
-        both = set(ours_asg) & set(bf)
-        for name, asg, t in (("ours", ours_asg, t_ours), ("bestfit", bf, t_bf)):
-            placed, _, _, s = metrics(inst, asg)
-            _, r, b, _ = metrics(inst, {k: v for k, v in asg.items() if k in both})
-            rows[name].append((placed / opt, r, b, s, t))
+        both = set.intersection(*(set(a) for a, _ in asgs.values()))
+        placed = {}
+        for name, (asg, t) in asgs.items():
+            placed[name], _, s = metrics(inst, asg, span_levels)
+            _, spans, _ = metrics(inst, {k: v for k, v in asg.items() if k in both}, span_levels)
+            rows[name].append((placed[name] / opt, spans, s, t))
+        for name in BASELINES:
+            below[name] += placed["ours"] < placed[name]
         if verbose:
-            print(f"seed {seed}: optimum {opt}  ours {rows['ours'][-1][0]:.3f}  bestfit {rows['bestfit'][-1][0]:.3f}")
-    table = [["packer", "avg % of optimum", "worst %", "racks/gang*", "blocks/gang*", "stranded GPUs (avg)",
-              "median time"]]
+            print(f"seed {seed}: optimum {opt}  " + "  ".join(f"{n} {placed[n] / opt:.3f}" for n in names))
+    table = [["packer", "avg % of optimum", "worst %", "below it", *(f"{lv}s/gang*" for lv in span_levels),
+              "stranded GPUs (avg)", "median time"]]
     for name, vals in rows.items():
         table.append([
             name,
             f"{100 * statistics.mean(v[0] for v in vals):.1f}",
             f"{100 * min(v[0] for v in vals):.1f}",
-            f"{statistics.mean(v[1] for v in vals):.2f}",
-            f"{statistics.mean(v[2] for v in vals):.2f}",
-            f"{statistics.mean(v[3] for v in vals):.1f}",
-            f"{1000 * statistics.median(v[4] for v in vals):.1f} ms",
+            f"{violations} violations" if name == "ours" else f"ours below on {below[name]}",
+            *(f"{statistics.mean(v[1][i] for v in vals):.2f}" for i in range(len(span_levels))),
+            f"{statistics.mean(v[2] for v in vals):.1f}",
+            f"{1000 * statistics.median(v[3] for v in vals):.1f} ms",
         ])
-    table.append(["HiGHS (optimum)", "100.0", "100.0", "", "", "", f"{1000 * statistics.median(solver_s):.0f} ms"])
+    table.append(["HiGHS (optimum)", "100.0", "100.0", "", *("" for _ in span_levels), "",
+                  f"{1000 * statistics.median(solver_s):.0f} ms"])
     return table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=40)
-    ap.add_argument("--first", type=int, default=1000)
+    ap.add_argument("--family", choices=("nvl72", "mixed"), default="nvl72")
+    ap.add_argument("--set", choices=("tuning", "held-out"), default="tuning",
+                    help="with --family mixed: the tuning seeds or the held-out ones")
+    ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
+    ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per exact solve of the oracle")
     args = ap.parse_args()
-    table = run(range(args.first, args.first + args.seeds), args.verbose)
+    if args.family == "mixed":
+        chosen = TUNING_SEEDS if args.set == "tuning" else HELD_OUT_SEEDS
+        first = chosen.start if args.first is None else args.first
+        seeds = range(first, first + (len(chosen) if args.seeds is None else args.seeds))
+        if set(seeds) - set(chosen):
+            raise SystemExit(f"seeds {seeds.start}..{seeds.stop - 1} leave the {args.set} set "
+                             f"({chosen.start}..{chosen.stop - 1})")
+    else:
+        first = 1000 if args.first is None else args.first
+        seeds = range(first, first + (40 if args.seeds is None else args.seeds))
+    table = run(seeds, args.verbose, args.family, args.time_limit)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    print(f"quality on {args.seeds} random fragmented instances (seeds {args.first}..{args.first + args.seeds - 1})")
-    print("* spans averaged over the gangs both packers placed; stranded = free GPUs in racks smaller than the "
+    what = f"{args.family} family, {args.set} set" if args.family == "mixed" else "random fragmented instances"
+    print(f"quality on {len(seeds)} {what} (seeds {seeds.start}..{seeds.stop - 1})")
+    print("* spans averaged over the gangs every packer placed; stranded = free GPUs in racks smaller than the "
           "smallest subgroup")
     for i, r in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -243,6 +243,24 @@ def test_a_gang_blocked_only_by_earlier_gangs_says_so() -> None:
     assert alone.gangs["big"].reason == "big needs 12 GPUs in one rack; the largest has 8 (r1)"
 
 
+def test_a_gang_blocked_by_a_gang_spread_over_racks_names_it() -> None:
+    """The blocking gang's pods lie in two racks (its lowest common domain is the zone), yet it is the one that
+    took the rack's room; the reason used to name only gangs lying wholly inside the rack."""
+    from toporender.load.yaml_source import load_text
+    from toporender.placement.inventory import inventory_from_documents
+
+    nodes = "".join(f"  - {{name: n{r}{i}, gpus: 4, labels: {{zone: z, rack: r{r}}}}}\n"
+                    for r in (1, 2) for i in (1, 2))
+    text = "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n" + nodes
+    inv = inventory_from_documents(load_text(text, "nodes.yaml"), "nodes.yaml")
+    spread = gang("spread", [("a", 2, 4, "rack"), ("b", 1, 4, "rack")], required="zone")
+    plan = pack(inv, ["zone", "rack"], [spread, gang("late", required="rack", pods=2)])
+    assert plan.gangs["spread"].placed and plan.gangs["spread"].span["rack"] == 2
+    assert not plan.gangs["late"].placed
+    assert "had room for it (8 GPUs) before other gangs: blocked by earlier gangs spread" in (
+        plan.gangs["late"].reason or "")
+
+
 def excluding(g: GangDemand, *nodes: str) -> GangDemand:
     """``g`` with every pod excluding ``nodes`` (a resource's nodesExcluded)."""
     from dataclasses import replace

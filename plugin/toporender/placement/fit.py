@@ -91,6 +91,7 @@ class Fitter:
         self.gangs = [compile_gang(tree, i, g) for i, g in enumerate(gangs)]
         self.lca: dict[int, int] = {}
         self.spent = 0
+        self.exact_spent = 0
         self.moved: set[int] = set()
         self.placed: set[int] = set()
         self.reasons: dict[int, str] = {}

@@ -41,6 +41,9 @@ from toporender.placement.tree import ROOT, Tree
 NAMED_BLOCKERS = 50
 """How many unplaceable gangs of a run get the earlier gangs that block them named."""
 
+GREEDY_MAX_NODES = 12_000
+"""Pools up to this many nodes are also packed by the two greedy baselines (see :func:`pack`)."""
+
 
 class Packer(Repairer):
     """One packing run: every gang in arrival order, repaired when it does not fit, or given a reason."""
@@ -125,7 +128,12 @@ class Packer(Repairer):
             return ""
         depth = len(tree.dom_anc[best]) - 1
         anc = tree.dom_anc
-        inside = sorted(g for g, d in self.lca.items() if len(anc[d]) > depth and anc[d][depth] == best)
+        node_path = tree.node_path
+        # gangs lying inside the domain, and gangs spread over it and others (their lowest common domain is one of
+        # its ancestors) that have a pod in it
+        inside = sorted(g for g, d in self.lca.items() if (len(anc[d]) > depth and anc[d][depth] == best) or (
+            len(anc[d]) <= depth and anc[best][len(anc[d]) - 1] == d
+            and any(best in node_path[n] for n in self.assign.get(g, {}).values())))
         if not inside:
             return ""
         names = ", ".join(self.gangs[g].demand.display for g in inside[:3])
@@ -183,7 +191,133 @@ class Packer(Repairer):
             f"{gang.demand.display} needs {g.need} GPUs ({pods}){where} with every subgroup inside its required "
             f"domain; the largest{' ' + tree.levels[g.req] if g.req >= 0 else ' pool'} has "
             f"{self._free(best, g.tol_any)} free ({tree.name(best)}) but no arrangement of whole pods fits{suffix}"
+            f"{self._blocked(g.req, g)}"
         )
+
+
+class GreedyPacker(Packer):
+    """A greedy baseline: every gang in arrival order, never re-arranging earlier ones, no backtracking.
+
+    ``best_fit`` is Kueue's rule: the gang's tightest domain (fewest free GPUs that still hold it) at its
+    preferred, else required level; inside it each subgroup in the tightest domain of its level whose nodes hold
+    it, each pod on the node with the most free GPUs. Otherwise plain first-fit: the first domain in path order
+    (preferred level first) where every subgroup fits the first domain of its level in path order, each pod on
+    the first node by name with room. Either fails the gang at the first subgroup that does not fit.
+    """
+
+    def __init__(self, tree: Tree, gangs: Sequence[GangDemand], best_fit: bool):
+        super().__init__(tree, gangs)
+        self.best_fit = best_fit
+        self.in_order: dict[tuple[int, int], list[int]] = {}
+
+    def run(self) -> None:
+        for gang in self.gangs:
+            if gang.need == 0:
+                self.placed.add(gang.idx)
+            elif gang.excluded or any(g.tol_any for g in gang.groups) or not self._greedy(gang):
+                self.reasons[gang.idx] = self.reason(gang)
+
+    def _domains(self, w: int, lvl: int) -> list[int]:
+        """Real domains of level ``lvl`` inside ``w`` (or ``w`` itself when it is that level or finer), by path."""
+        tree = self.tree
+        if lvl <= tree.dom_level[w]:
+            return [w]
+        got = self.in_order.get((w, lvl))
+        if got is None:
+            got = self.in_order[(w, lvl)] = sorted((tree.dom_of(k) for k in tree.index.get((w, lvl), [])),
+                                                   key=tree.rank.__getitem__)
+        return got
+
+    def _greedy(self, gang: CompiledGang) -> bool:
+        tree = self.tree
+        root = gang.groups[0]
+        regions: list[int] = []
+        for lvl in dict.fromkeys(x for x in (root.pref, root.req) if x is not None and x >= 0):
+            fits = [d for d in self._domains(ROOT, lvl) if tree.dom_free[d] >= gang.need]
+            if self.best_fit and fits:
+                regions = [min(fits, key=lambda d: (tree.dom_free[d], tree.rank[d]))]
+                break
+            regions.extend(fits)
+        if root.req < 0 and not (self.best_fit and regions):
+            regions.append(ROOT)
+        # subgroups by name: the plan must not depend on the order the demand lists them in
+        leaves = sorted((g for g in gang.groups if g.pods), key=lambda g: g.name)
+        for region in regions:
+            if not all(self._room_for(region, g) for g in leaves):
+                continue
+            pairs = self._into(gang, region, leaves)
+            if pairs is not None:
+                deltas: dict[int, int] = {}
+                for pod, node in pairs:
+                    deltas[node] = deltas.get(node, 0) + gang.pod_gpus[pod]
+                self._take(None, gang.idx, sorted(pairs), deltas)
+                self.placed.add(gang.idx)
+                self.lca[gang.idx] = self._lca(gang.idx)
+                return True
+        return False
+
+    def _room_for(self, region: int, g: Group) -> bool:
+        """Necessary: some domain of the group's level in ``region`` has its GPUs free."""
+        tree = self.tree
+        if g.req <= tree.dom_level[region]:
+            return tree.dom_free[region] >= g.need
+        lst = tree.index.get((region, g.req))
+        return lst is not None and bool(lst) and tree.free_of(lst[-1]) >= g.need
+
+    def _into(self, gang: CompiledGang, region: int, leaves: list[Group]) -> list[tuple[int, int]] | None:
+        tree = self.tree
+        local: dict[int, int] = {}
+        pairs: list[tuple[int, int]] = []
+        for g in leaves:
+            chosen: list[tuple[int, int]] | None = None
+            best: tuple[int, int] | None = None
+            for d in self._domains(region, g.req):
+                if tree.dom_free[d] < g.need:
+                    continue
+                got = self._nodes(gang, g.pods, d, local)
+                if got is None:
+                    continue
+                if not self.best_fit:
+                    chosen = got
+                    break
+                key = (self._left(d, local), tree.rank[d])
+                if best is None or key < best:
+                    best, chosen = key, got
+            if chosen is None:
+                return None
+            for pod, node in chosen:
+                local[node] = local.get(node, tree.node_free[node]) - gang.pod_gpus[pod]
+            pairs.extend(chosen)
+        return pairs
+
+    def _left(self, d: int, local: dict[int, int]) -> int:
+        """Free GPUs of ``d`` after this gang's pods placed so far."""
+        tree = self.tree
+        return tree.dom_free[d] - sum(tree.node_free[n] - f for n, f in local.items() if tree.inside_node(n, d))
+
+    def _nodes(self, gang: CompiledGang, pods: list[int], d: int,
+               local: dict[int, int]) -> list[tuple[int, int]] | None:
+        tree = self.tree
+        clean = tree.node_clean
+        room = {n: local.get(n, tree.node_free[n]) for n in tree.nodes_below(d) if clean[n]}
+        out = []
+        for p in pods:
+            size = gang.pod_gpus[p]
+            if self.best_fit:
+                node = min((n for n, f in room.items() if f >= size), key=lambda n: (-room[n], n), default=None)
+            else:
+                node = next((n for n, f in room.items() if f >= size), None)
+            if node is None:
+                return None
+            room[node] -= size
+            out.append((p, node))
+        return out
+
+
+def _outcome(packer: Packer, gangs: int) -> tuple[int, int]:
+    """What plans are compared on: GPUs placed among the first ``gangs`` gangs, then gangs placed."""
+    placed = [x for x in packer.gangs[:gangs] if x.idx in packer.placed]
+    return sum(x.need for x in placed), len(placed)
 
 
 def pack(
@@ -206,8 +340,51 @@ def pack(
         tree = Tree(inventory, levels, node_selector or {})
         packer = Packer(tree, gangs)
         packer.run()
+        if len(tree.node_names) <= GREEDY_MAX_NODES and packer.reasons:
+            # Never below a greedy baseline: on pools small enough to pack three times, plain first-fit and
+            # Kueue's BestFit run too, and a plan that places more GPUs (then more gangs) replaces the packer's.
+            # Ties keep the packer's, and each run is stable under appends, so an appended gang that fits the
+            # chosen plan adds the same GPUs to it as at most to any other: the choice, and every placement, stay.
+            runs = [(tree, packer)]
+            for best_fit in (False, True):
+                other_tree = Tree(inventory, levels, node_selector or {})
+                other = GreedyPacker(other_tree, gangs, best_fit)
+                other.run()
+                runs.append((other_tree, other))
+            tree, packer = _choose(runs, len(gangs))
+            before = _choose(runs, len(gangs) - 1)[1]
+            if packer is not runs[0][1] or before is not packer:
+                _explain_switch(runs[0][1], before, packer)
         return build_plan(tree, packer)
 
+
+def _choose(runs: list[tuple[Tree, Packer]], gangs: int) -> tuple[Tree, Packer]:
+    """The run whose plan of the first ``gangs`` gangs places the most GPUs, then gangs; the first on ties.
+
+    Every run is stable under appends (its plan of a prefix is its plan of the whole, restricted to the prefix,
+    up to gangs the packer flags as moved), so this also tells which plan ``pack`` chose for a shorter prefix."""
+    best = runs[0]
+    for run in runs[1:]:
+        if _outcome(run[1], gangs) > _outcome(best[1], gangs):
+            best = run
+    return best
+
+
+def _explain_switch(main: Packer, before: Packer, chosen: Packer) -> None:
+    """Flag as moved the gangs a greedy plan places elsewhere than the packer did, or than the plan chosen
+    without the last gang did, or leaves out; tell the ones it leaves out that they were placeable and why they
+    are not placed."""
+    moved = set(main.moved) if chosen is main else set()
+    for other in {id(main): main, id(before): before}.values():
+        if other is not chosen:
+            moved |= {i for i in other.placed if other.assign.get(i) != chosen.assign.get(i)}
+    chosen.moved = moved
+    ours = _outcome(main, len(main.gangs))[0]
+    theirs = _outcome(chosen, len(chosen.gangs))[0]
+    for i in sorted(main.placed - chosen.placed):
+        gang = chosen.gangs[i]
+        chosen.reasons[i] = (f"{gang.demand.display}: left out so that more GPUs are placed in total ({theirs} "
+                             f"against {ours} with it placed); {chosen.reasons.get(i, 'it does not fit then')}")
 
 @contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:

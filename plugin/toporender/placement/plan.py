@@ -261,6 +261,7 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
             gangs[gang.demand.key] = GangPlacement(
                 gang.demand.key, gang.demand.display, gang.need, False,
                 packer.reasons.get(gang.idx, f"{gang.demand.display} does not fit"),
+                moved=gang.idx in packer.moved,
             )
             continue
         placed_gpus += gang.need

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext
+from toporender.placement.exact import EXACT_MAX_NODES, ExactRepack
 from toporender.placement.fit import Fitter
 from toporender.placement.tree import ROOT
 
@@ -22,6 +23,14 @@ REPAIR_STEPS_PER_DOMAIN = 1_500
 REPAIR_STEPS_PER_GANG = 10
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
+EXACT_STEPS = 60_000
+"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`)."""
+EXACT_PREFERRED_STEPS = 10_000
+"""Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
+EXACT_REGIONS = 2
+"""Small regions searched exactly per gang that the bounded repair could not admit."""
+EXACT_RUN_STEPS = 400_000
+"""Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail."""
 
 
 def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
@@ -60,13 +69,68 @@ class Repairer(Fitter):
         tried: set[tuple[int, ...]] = set()
         for region in regions:
             if self.spent >= allowance:
-                return False
+                break
             movable = tuple(self._inside(region))
             if movable in tried:
                 continue
             tried.add(movable)
             if self._repack(gang, region, list(movable), allowance):
                 return True
+        return self._exact(gang, regions)
+
+    def _exact(self, gang: CompiledGang, regions: list[int]) -> bool:
+        """Re-pack the gangs of a small region together with ``gang`` exactly (within a fixed step budget).
+
+        Runs only after the bounded search failed, so it changes no plan the bounded search already admits."""
+        tree = self.tree
+        searched = 0
+        seen: set[tuple[int, ...]] = set()
+        for region in regions:
+            if searched >= EXACT_REGIONS:
+                break
+            # cheap size test first: the bounded search's budgets (and so large pools' plans) stay untouched
+            if sum(tree.dom_hist[region]) > EXACT_MAX_NODES:
+                continue
+            spent = self.spent
+            movable = self._inside(region)
+            self.spent = spent
+            if tuple(movable) in seen or tree.dom_free[region] < gang.need:
+                continue
+            seen.add(tuple(movable))
+            gs = [self.gangs[m] for m in movable] + [gang]
+            if not ExactRepack.applies(tree, region, gs):
+                continue
+            if self.exact_spent >= EXACT_RUN_STEPS:
+                return False
+            searched += 1
+            before = {m: dict(self.assign.get(m, {})) for m in movable}
+            mark = len(self.log)
+            for m in movable:
+                self._release(m)
+            found = None
+            # each gang inside one domain of its preferred level first (fewest domains), then only as required
+            for preferred, steps in ((True, EXACT_PREFERRED_STEPS), (False, EXACT_STEPS)):
+                if preferred and all(g.pref is None for x in gs for g in x.groups):
+                    continue
+                search = ExactRepack(tree, region, gs, min(steps, EXACT_RUN_STEPS - self.exact_spent), preferred)
+                found = search.solve()
+                self.exact_spent += search.steps
+                if found is not None:
+                    break
+            if found is None:
+                self._rollback(mark, None)
+                continue
+            for x in gs:
+                pairs = sorted(found.get(x.idx, {}).items())
+                deltas: dict[int, int] = {}
+                for pod, node in pairs:
+                    deltas[node] = deltas.get(node, 0) + x.pod_gpus[pod]
+                self._take(None, x.idx, pairs, deltas)
+            for x in gs:
+                self.lca[x.idx] = self._lca(x.idx)
+                self.placed.add(x.idx)
+            self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
+            return True
         return False
 
     def _repack(self, gang: CompiledGang, region: int, movable: list[int], allowance: int) -> bool:
@@ -97,6 +161,13 @@ class Repairer(Fitter):
         items = [(x, gi) for x in gs for gi, g in enumerate(x.groups) if g.pods]
         split = min(x.groups[0].req for x in gs)
         attempts: list[Callable[[], bool]] = []
+        prefs = [x.groups[0].pref for x in gs]
+        tree = self.tree
+        if sum(tree.dom_hist[region]) <= EXACT_MAX_NODES and all(p is not None for p in prefs):
+            # a small region: first keep every gang whole inside one domain of its preferred level
+            pref_split = min(p for p in prefs if p is not None)
+            if pref_split > max(split, tree.dom_level[region]):
+                attempts.append(lambda: self._decomposed(gs, region, pref_split, allowance))
         if split > self.tree.dom_level[region]:
             attempts.append(lambda: self._decomposed(gs, region, split, allowance))
         attempts.append(lambda: self._search_items(

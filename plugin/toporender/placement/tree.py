@@ -318,6 +318,21 @@ class Tree:
         """The free GPUs recorded in an index key."""
         return key // self.stride
 
+    def nodes_below(self, d: int) -> list[int]:
+        """Every node of domain ``d`` (its own and its descendants'), by name."""
+        out: list[int] = []
+        stack = [d]
+        while stack:
+            x = stack.pop()
+            out.extend(self.dom_nodes[x])
+            stack.extend(self.dom_children[x])
+        out.sort()
+        return out
+
+    def inside_node(self, n: int, d: int) -> bool:
+        """Whether node ``n`` lies in domain ``d``."""
+        return d in self.node_path[n]
+
     def inside(self, d: int, region: int) -> bool:
         """Whether domain ``d`` lies in ``region`` (or is it)."""
         lvl = self.dom_level[region] + 1
