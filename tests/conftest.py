@@ -51,6 +51,22 @@ def _render_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.pop("TOPORENDER_NO_CACHE", None)
 
 
+def render_pool_case(backend: str, case: dict[str, Any], image: str) -> Any:
+    """Render one case of a backend's table: a pool ``case["pool"]`` of ``backend``, one group of
+    ``case["tasks"]`` (each with ``image``) and ``case["resources"]``, read from memory as the KRM host does."""
+    import yaml
+
+    from toporender.load.yaml_source import load_text
+    from toporender.pipeline import render_documents
+
+    pool = {"backend": backend, **case["pool"]}
+    config = yaml.safe_dump({"namespace": "ml", "default_pool": "pool-a", "pools": {"pool-a": pool}})
+    tasks = [{"image": image, **t} for t in case["tasks"]]
+    workflow = yaml.safe_dump({"workflow": {"name": "wf", "groups": [{"name": "g", "tasks": tasks}],
+                                            "resources": case["resources"]}})
+    return render_documents(load_text(config, "toporender.yaml")[0], [load_text(workflow, "workflows/wf.yaml")[0]])
+
+
 def write_repo(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         path = root / rel

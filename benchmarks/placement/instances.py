@@ -138,6 +138,17 @@ def _within(subs: dict[str, SubgroupDemand], leaf: SubgroupDemand | None, name: 
 
 
 # ---------------------------------------------------------------------------------------------------------------
+def _gpu_pods_by_leaf(gang: GangDemand) -> dict[str, list[PodDemand]]:
+    """The gang's GPU pods by the leaf subgroup they belong to ('' for pods in no subgroup), in pod order."""
+    leaf = leaf_of(gang)
+    groups: dict[str, list[PodDemand]] = {}
+    for p in gang.pods:
+        if p.gpus:
+            s = leaf[p.name]
+            groups.setdefault(s.name if s else "", []).append(p)
+    return groups
+
+
 class BestFit:
     """Kueue-style greedy BestFit: the gang's tightest domain at the preferred, else required level; then each
     subgroup in order into the tightest rack that fits; nodes largest free first. No backtracking, no re-arranging.
@@ -189,12 +200,7 @@ class BestFit:
         inside = set(region)
         assigned: dict[str, str] = {}
         taken: dict[str, int] = {}
-        leaf = leaf_of(gang)
-        groups: dict[str, list[PodDemand]] = {}
-        for p in gang.pods:
-            if p.gpus:
-                s = leaf[p.name]
-                groups.setdefault(s.name if s else "", []).append(p)
+        groups = _gpu_pods_by_leaf(gang)
         for name, pods in groups.items():
             sub = next((s for s in gang.subgroups if s.name == name), None)
             label = sub.constraint.required if sub else None
@@ -260,12 +266,7 @@ class FirstFit(BestFit):
         inside = set(region)
         assigned: dict[str, str] = {}
         taken: dict[str, int] = {}
-        leaf = leaf_of(gang)
-        groups: dict[str, list[PodDemand]] = {}
-        for p in gang.pods:
-            if p.gpus:
-                s = leaf[p.name]
-                groups.setdefault(s.name if s else "", []).append(p)
+        groups = _gpu_pods_by_leaf(gang)
         for name, pods in groups.items():
             sub = next((s for s in gang.subgroups if s.name == name), None)
             label = sub.constraint.required if sub else None

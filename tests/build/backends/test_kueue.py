@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import run_cli, write_repo
+from conftest import render_pool_case, run_cli, write_repo
 from toporender.build.backends.kueue import GROUP_LABEL, INDEX_LABEL, PREFIX, QUEUE_LABEL, KueueBackend
 from toporender.load.models import PoolConfig
-from toporender.load.yaml_source import load_text
-from toporender.pipeline import RenderResult, render_documents
+from toporender.pipeline import RenderResult
 from toporender.validation import validate_objects
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "kueue" / "cases.yaml").read_text())["cases"]
@@ -25,12 +24,8 @@ IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 
 
 def render(case: dict[str, Any]) -> RenderResult:
-    pool = {"backend": "kueue", **case["pool"]}
-    config = yaml.safe_dump({"namespace": "ml", "default_pool": "pool-a", "pools": {"pool-a": pool}})
-    tasks = [{"image": IMAGE, **t} for t in case["tasks"]]
-    workflow = yaml.safe_dump({"workflow": {"name": "wf", "groups": [{"name": "g", "tasks": tasks}],
-                                            "resources": case["resources"]}})
-    return render_documents(load_text(config, "toporender.yaml")[0], [load_text(workflow, "workflows/wf.yaml")[0]])
+    result: RenderResult = render_pool_case("kueue", case, IMAGE)
+    return result
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
