@@ -174,3 +174,47 @@ def test_a_huge_item_is_refused_not_read_without_end(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(nodelist, "MAX_ITEM_CHARS", 1000)
     messages = error(streamed, text)
     assert any("larger than" in m or "longer than" in m for m in messages), messages
+
+
+@pytest.fixture(params=[(256, 1), (256, 60)], ids=["one-item-batches", "small-batches"])
+def batched(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks large enough that the first one shows the layout, batches small enough to cut between items."""
+    block, batch = request.param
+    monkeypatch.setattr(nodelist, "BLOCK_CHARS", block)
+    monkeypatch.setattr(nodelist, "BATCH_CHARS", batch)
+
+
+COMPACT = ("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
+           "- {name: b, gpus: 8, labels: {zone: z1, rack: r1}}\n"
+           "- name: a\n  gpus: 4\n  usedGPUs: 2\n  labels:\n    zone: z1\n    rack: r2\n"
+           "  taints:\n  - {key: k, effect: NoSchedule}\n"
+           "- {name: c, gpus: 8, unschedulable: true, labels: {zone: z2, rack: r1}}\n")
+
+
+def test_a_compact_inventory_reads_in_batches_as_whole(batched: None, tmp_path: Path) -> None:
+    from toporender.placement.inventory import inventory_from_documents, read_inventory, read_inventory_file
+
+    path = tmp_path / "nodes.yaml"
+    path.write_text(COMPACT)
+    streamed_inv = read_inventory(path, "inventory/nodes.yaml")
+    whole_inv = inventory_from_documents(read_inventory_file(path, "inventory/nodes.yaml"), "inventory/nodes.yaml")
+    assert streamed_inv.nodes == whole_inv.nodes
+    assert not isinstance(streamed_inv.positions, type(whole_inv.positions)), "the batched reader was used"
+    assert {n: streamed_inv.positions[n] for n in "abc"} == {n: whole_inv.positions[n] for n in "abc"}
+
+
+@pytest.mark.parametrize(("text", "expect"), [
+    (COMPACT.replace("gpus: 4", "gpus: four"), "inventory/nodes.yaml:6:3: gpus must be a non-negative integer"),
+    (COMPACT.replace("name: c", "name: b"), "inventory/nodes.yaml:13:3: node 'b' is listed twice"),
+    (COMPACT.replace("NodeInventory", "Inventory"), "inventory/nodes.yaml:1:1: expected apiVersion"),
+], ids=["bad gpus", "duplicate", "wrong kind"])
+def test_compact_inventory_problems_keep_their_positions(batched: None, tmp_path: Path, text: str,
+                                                         expect: str) -> None:
+    from toporender.placement.inventory import read_inventory
+
+    path = tmp_path / "nodes.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as exc:
+        read_inventory(path, "inventory/nodes.yaml")
+    messages = [str(d) for d in exc.value.diagnostics]
+    assert any(m.startswith(expect) for m in messages), messages

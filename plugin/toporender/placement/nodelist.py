@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.load.yaml_source import Document, Loc, load_text
 from toporender.placement.inventory import (
+    API_VERSION,
+    KIND,
     MAX_INVENTORY_BYTES,
     Node,
+    _compact_node,
     _k8s_node,
+    _plain_compact_node,
     inventory_documents,
     nodes_from_documents,
     value_budget,
@@ -57,15 +62,19 @@ class _Collector:
     """Nodes in reading order, duplicate names refused, label strings shared between nodes."""
 
     display: str
-    nodes: list[Node]
-    seen: dict[str, Position | None]
-    errors: list[Diagnostic]
-    strings: dict[str, str]
+    nodes: list[Node] = field(default_factory=list)
+    seen: dict[str, Position | None] = field(default_factory=dict)
+    errors: list[Diagnostic] = field(default_factory=list)
+    strings: dict[str, str] = field(default_factory=dict)
+    key: str = "items"
+    """The list of the document that holds the nodes."""
+    convert: Callable[[Document, Loc, Any, list[Diagnostic]], Node | None] = _k8s_node
+    """One list item to a node, problems appended."""
 
     def add(self, doc: Document, loc: Loc, raw: Any) -> None:
         if len(self.errors) >= MAX_ERRORS:
             return
-        node = _k8s_node(doc, loc, raw, self.errors)
+        node = self.convert(doc, loc, raw, self.errors)
         if node is None:
             return
         if node.name in self.seen:
@@ -81,7 +90,7 @@ def read_nodes(stream: IO[str], display: str) -> list[Node]:
     """Every node of the dump in ``stream`` (JSON or YAML), all problems raised at once."""
     head = stream.read(BLOCK_CHARS)
     start = head.lstrip()[:1]
-    collector = _Collector(display, [], {}, [], {})
+    collector = _Collector(display)
     streamed = (_json_items(head, stream, collector) if re.match(r'\s*\{\s*"', head)
                 else _yaml_items(head, stream, collector) if start and start not in "[{" else False)
     if not streamed:
@@ -219,7 +228,9 @@ def _check_list(top: dict[str, Any], items_seen: bool, pos: Position) -> None:
 # ---------------------------------------------------------------------------------------------
 # YAML
 
-_LAYOUT = re.compile(r"^items:[ \t]*\n(?:[ \t]*(?:#[^\n]*)?\n)*( *)- ", re.M)
+def _layout(key: str) -> re.Pattern[str]:
+    """The line ``KEY:`` at the top level, then (past blank and comment lines) the first item's ``- ``."""
+    return re.compile(rf"^{key}:[ \t]*\n(?:[ \t]*(?:#[^\n]*)?\n)*( *)- ", re.M)
 BATCH_CHARS = 1024 * 1024
 """YAML items are parsed a batch of about this many characters at a time: large enough that the per-parse
 overhead vanishes, small enough to stay a block's worth of memory."""
@@ -232,7 +243,7 @@ def _yaml_items(head: str, stream: IO[str], collector: _Collector) -> bool:
     The item lines are found in whole blocks by regular expressions: an item starts at a line that begins
     with the marker (``- `` at the items' indentation), and the items end at the first line that is neither
     an item's start, nor indented into an item, nor blank or a comment."""
-    layout = _LAYOUT.search(head)
+    layout = _layout(collector.key).search(head)
     if layout is None or re.search(r"^(?:---|\.\.\.|%)", head[:layout.start()], re.M):
         return False
     indent = len(layout.group(1))
@@ -265,12 +276,15 @@ def _yaml_items(head: str, stream: IO[str], collector: _Collector) -> bool:
         eof = not block
         buf += block
     after += stream.read(MAX_INVENTORY_BYTES + 1 - len(after))
-    if len(after) > MAX_INVENTORY_BYTES or re.search(r"^(?:items:|---|\.\.\.)", after, re.M):
+    if len(after) > MAX_INVENTORY_BYTES or re.search(rf"^(?:{collector.key}:|---|\.\.\.)", after, re.M):
         raise fail("the NodeList has more after its items than a NodeList holds (another 'items', or another "
                    "document); give one NodeList", Position(collector.display, line))
     docs = load_text(before + after, collector.display)
     top = docs[0].data if docs and isinstance(docs[0].data, dict) else {}
-    _check_list(top, True, Position(collector.display, 1))
+    if collector.key == "items":
+        _check_list(top, True, Position(collector.display, 1))
+    elif top.get("kind") != KIND or top.get("apiVersion") != API_VERSION:
+        raise fail(f"expected apiVersion {API_VERSION} and kind {KIND} beside 'nodes'", Position(collector.display, 1))
     return True
 
 
@@ -291,3 +305,24 @@ def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) 
         raise fail("expected a list of Node items", doc.pos())
     for i, raw in enumerate(doc.data):
         collector.add(doc, (i,), raw)
+
+
+def _compact(doc: Document, loc: Loc, raw: Any, diags: list[Diagnostic]) -> Node | None:
+    return _plain_compact_node(raw) or _compact_node(doc, loc, raw, diags)
+
+
+def read_compact(stream: IO[str], display: str) -> list[Node] | None:
+    """The nodes of a compact inventory (``nodes:`` then one item per node) read batch by batch, or None,
+    having read only the first block, when ``stream`` holds another layout (read it whole then).
+
+    A render of a 1M-GPU repo reads its 216,000-node inventory on every run: read whole, 35 MB of YAML become
+    400 MiB of dicts kept alive for positions; in batches only the nodes stay, their label strings shared."""
+    head = stream.read(BLOCK_CHARS)
+    collector = _Collector(display, key="nodes", convert=_compact)
+    if not _yaml_items(head, stream, collector):
+        return None
+    if collector.errors:
+        more = len(collector.errors) >= MAX_ERRORS
+        raise UserError(collector.errors + ([Diagnostic(f"stopped after {MAX_ERRORS} problems", Position(display))]
+                                            if more else []))
+    return collector.nodes

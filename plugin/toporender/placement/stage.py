@@ -106,7 +106,7 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     Finding a position in the config may mean a second, exact pass over it, so it is looked up only when a
     message needs one.
     """
-    from toporender.placement.inventory import inventory_from_documents, read_inventory_file
+    from toporender.placement.inventory import inventory_from_documents, read_inventory
 
     if docs is not None:
         if "<documents>" not in cache:
@@ -122,7 +122,7 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
             raise fail(f"inventory {path!r} must be a path inside the repo", where())
         if not target.is_file():
             raise fail(f"inventory file {path!r} not found", where())
-        cache[path] = inventory_from_documents(read_inventory_file(target, path), path)
+        cache[path] = read_inventory(target, path)
     return cache[path]
 
 
