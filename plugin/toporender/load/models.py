@@ -164,13 +164,15 @@ class TaskSpec(Strict):
 
     @model_validator(mode="after")
     def _one_value_per_variable(self) -> TaskSpec:
-        clash = sorted(k for k, v in self.environment.items() if k in self.env and self.env[k] != v)
-        if clash:
-            raise ValueError(f"environment and env give {', '.join(clash)} different values; keep one")
-        paths = [f.path for f in self.files]
-        twice = sorted({p for p in paths if paths.count(p) > 1})
-        if twice:
-            raise ValueError(f"files: {', '.join(twice)} is given twice; each path holds one file")
+        if self.environment:  # most tasks have neither; a large repo validates hundreds of thousands
+            clash = sorted(k for k, v in self.environment.items() if k in self.env and self.env[k] != v)
+            if clash:
+                raise ValueError(f"environment and env give {', '.join(clash)} different values; keep one")
+        if len(self.files) > 1:
+            paths = [f.path for f in self.files]
+            twice = sorted({p for p in paths if paths.count(p) > 1})
+            if twice:
+                raise ValueError(f"files: {', '.join(twice)} is given twice; each path holds one file")
         return self
 
 
