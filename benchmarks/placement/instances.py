@@ -292,24 +292,22 @@ class FirstFit(BestFit):
         return assigned
 
 
-def firstfit_run(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
-    ff = FirstFit(inv, levels)
+def _greedy_run(packer: BestFit, gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
+    """Each gang in arrival order placed by ``packer`` if it fits then (pod -> node per placed gang)."""
     out = {}
     for g in gangs:
-        got = ff.place(g)
+        got = packer.place(g)
         if got is not None:
             out[g.key] = got
     return out
+
+
+def firstfit_run(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
+    return _greedy_run(FirstFit(inv, levels), gangs)
 
 
 def bestfit_run(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> dict[str, dict[str, str]]:
-    bf = BestFit(inv, levels)
-    out = {}
-    for g in gangs:
-        got = bf.place(g)
-        if got is not None:
-            out[g.key] = got
-    return out
+    return _greedy_run(BestFit(inv, levels), gangs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
