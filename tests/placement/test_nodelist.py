@@ -192,7 +192,8 @@ COMPACT = ("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
 
 
 def test_a_compact_inventory_reads_in_batches_as_whole(batched: None, tmp_path: Path) -> None:
-    from toporender.placement.inventory import inventory_from_documents, read_inventory, read_inventory_file
+    from toporender.placement.inventory import inventory_from_documents, read_inventory_file
+    from toporender.placement.nodelist import read_inventory
 
     path = tmp_path / "nodes.yaml"
     path.write_text(COMPACT)
@@ -210,7 +211,7 @@ def test_a_compact_inventory_reads_in_batches_as_whole(batched: None, tmp_path: 
 ], ids=["bad gpus", "duplicate", "wrong kind"])
 def test_compact_inventory_problems_keep_their_positions(batched: None, tmp_path: Path, text: str,
                                                          expect: str) -> None:
-    from toporender.placement.inventory import read_inventory
+    from toporender.placement.nodelist import read_inventory
 
     path = tmp_path / "nodes.yaml"
     path.write_text(text)

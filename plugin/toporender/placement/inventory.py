@@ -100,52 +100,6 @@ class NodePositions(Mapping[str, Position]):
         return len(self._where)
 
 
-class FilePositions(Mapping[str, Position]):
-    """Node name -> where the node is written, for an inventory read without keeping its documents: the file is
-    read again, whole, the first time a message asks (a message is rare; keeping every node's raw data
-    alive for it cost a 216,000-node inventory 400 MiB)."""
-
-    def __init__(self, path: Path, display: str, names: Iterable[str]) -> None:
-        self._path, self._display, self._names = path, display, frozenset(names)
-        self._found: Mapping[str, Position] | None = None
-
-    def __getitem__(self, name: str) -> Position:
-        if name not in self._names:
-            raise KeyError(name)
-        if self._found is None:
-            try:
-                self._found = _read(read_inventory_file(self._path, self._display))[1]
-            except UserError:
-                self._found = {}
-        return self._found.get(name, Position(self._display))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._names))
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-def read_inventory(path: Path, display: str) -> Inventory:
-    """The inventory in the file at ``path``: a compact inventory batch by batch (its nodes only, see
-    :func:`toporender.placement.nodelist.read_compact`), anything else whole."""
-    from toporender.placement.nodelist import read_compact
-
-    nodes = None
-    try:
-        if path.is_file() and path.stat().st_size <= MAX_INVENTORY_BYTES:
-            with path.open(encoding="utf-8-sig") as stream:
-                nodes = read_compact(stream, display)
-    except (OSError, UnicodeDecodeError):
-        nodes = None  # the whole-file reader says what is wrong, at its position
-    if nodes is None:
-        return inventory_from_documents(read_inventory_file(path, display), display)
-    return Inventory.of(nodes, display, FilePositions(path, display, (n.name for n in nodes)))
-
-
 def tolerates(tolerations: Iterable[tuple[str, str | None, str | None]], taint: Taint) -> bool:
     """Kubernetes toleration matching: an empty key with operator Exists tolerates everything."""
     for key, value, effect in tolerations:

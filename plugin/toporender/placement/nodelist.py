@@ -1,22 +1,25 @@
-"""``toporender inventory import`` for dumps of any size: a NodeList read one node at a time.
+"""Node lists of any size read one node at a time: ``inventory import`` of kubectl dumps, and the pack stage's
+read of a committed compact inventory.
 
 ``kubectl get nodes -o json`` of a cluster of a million GPUs is well over 100 MB. Read whole, its nodes
 take several GiB as Python objects, while the compact inventory keeps a few labels per node. So the dump
 is read in blocks: ``-o json`` item by item with the JSON decoder, ``-o yaml`` in batches of items cut at
 the lines where kubectl starts an item, each batch read like any YAML file (so it gets the same YAML 1.1
 rules and messages). Only each node's compact form is kept, with its label strings shared. Memory is
-then the compact inventory plus one block, whatever the size of the dump.
+then the compact inventory plus one block, whatever the size of the dump. A compact inventory
+(``nodes:``) is read the same way, in batches.
 
-Any other layout (a compact inventory, single Node documents, a NodeList whose items are written some
-other way) is read whole, within the inventory size limit, as before.
+Any other layout (single Node documents, a list written some other way, an empty one) is read whole, within
+the inventory size limit.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from toporender.errors import Diagnostic, Position, UserError, fail
@@ -25,12 +28,16 @@ from toporender.placement.inventory import (
     API_VERSION,
     KIND,
     MAX_INVENTORY_BYTES,
+    Inventory,
     Node,
     _compact_node,
     _k8s_node,
     _plain_compact_node,
+    _read,
     inventory_documents,
+    inventory_from_documents,
     nodes_from_documents,
+    read_inventory_file,
     value_budget,
 )
 
@@ -326,3 +333,47 @@ def read_compact(stream: IO[str], display: str) -> list[Node] | None:
         raise UserError(collector.errors + ([Diagnostic(f"stopped after {MAX_ERRORS} problems", Position(display))]
                                             if more else []))
     return collector.nodes
+
+
+class FilePositions(Mapping[str, Position]):
+    """Node name -> where the node is written, for an inventory read without keeping its documents: the file is
+    read again, whole, the first time a message asks (a message is rare; keeping every node's raw data
+    alive for it cost a 216,000-node inventory 400 MiB)."""
+
+    def __init__(self, path: Path, display: str, names: Iterable[str]) -> None:
+        self._path, self._display, self._names = path, display, frozenset(names)
+        self._found: Mapping[str, Position] | None = None
+
+    def __getitem__(self, name: str) -> Position:
+        if name not in self._names:
+            raise KeyError(name)
+        if self._found is None:
+            try:
+                self._found = _read(read_inventory_file(self._path, self._display))[1]
+            except UserError:
+                self._found = {}
+        return self._found.get(name, Position(self._display))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def read_inventory(path: Path, display: str) -> Inventory:
+    """The inventory in the file at ``path``: a compact inventory batch by batch (its nodes only, see
+    :func:`read_compact`), anything else whole."""
+    nodes = None
+    try:
+        if path.is_file() and path.stat().st_size <= MAX_INVENTORY_BYTES:
+            with path.open(encoding="utf-8-sig") as stream:
+                nodes = read_compact(stream, display)
+    except (OSError, UnicodeDecodeError):
+        nodes = None  # the whole-file reader says what is wrong, at its position
+    if nodes is None:
+        return inventory_from_documents(read_inventory_file(path, display), display)
+    return Inventory.of(nodes, display, FilePositions(path, display, (n.name for n in nodes)))

@@ -106,7 +106,8 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     Finding a position in the config may mean a second, exact pass over it, so it is looked up only when a
     message needs one.
     """
-    from toporender.placement.inventory import inventory_from_documents, read_inventory
+    from toporender.placement.inventory import inventory_from_documents
+    from toporender.placement.nodelist import read_inventory
 
     if docs is not None:
         if "<documents>" not in cache:
