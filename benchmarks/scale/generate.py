@@ -12,13 +12,16 @@ GPUs, so the time of 1/10 and of the whole can be compared.
 from __future__ import annotations
 
 import argparse
-import sys
+import importlib.util
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "render"))
-
-from generate import CONFIG  # noqa: E402
+_spec = importlib.util.spec_from_file_location("render_generate", HERE.parent / "render" / "generate.py")
+assert _spec is not None and _spec.loader is not None
+_render = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_render)
+CONFIG: str = _render.CONFIG
+"""The render benchmark's pool config (loaded by path: both generators are called ``generate``)."""
 
 NODES_PER_RACK = 18
 RACKS_PER_ZONE = 1_000
