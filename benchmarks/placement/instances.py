@@ -172,11 +172,16 @@ class BestFit:
     def _slots(self, nodes: list[str], g: int) -> int:
         return sum(self.free[n] // g for n in nodes)
 
+    @staticmethod
+    def _pick(nodes: list[str], local: dict[str, int], gpus: int) -> str | None:
+        """The node with the most free GPUs that has room (then by name): Kueue's BestFit at the node level."""
+        return min((n for n in nodes if local[n] >= gpus), key=lambda n: (-local[n], n), default=None)
+
     def _fit_nodes(self, nodes: list[str], pods: list[PodDemand]) -> dict[str, str] | None:
         local = {n: self.free[n] for n in nodes}
         out = {}
         for p in sorted(pods, key=lambda p: (-p.gpus, p.name)):
-            best = min((n for n in nodes if local[n] >= p.gpus), key=lambda n: (-local[n], n), default=None)
+            best = self._pick(nodes, local, p.gpus)
             if best is None:
                 return None
             local[best] -= p.gpus
@@ -235,16 +240,10 @@ class FirstFit(BestFit):
     inside it each subgroup in the first domain of its level whose nodes hold it, nodes in name order. No
     backtracking, no re-arranging."""
 
-    def _fit_nodes(self, nodes: list[str], pods: list[PodDemand]) -> dict[str, str] | None:
-        local = {n: self.free[n] for n in nodes}
-        out = {}
-        for p in sorted(pods, key=lambda p: (-p.gpus, p.name)):
-            best = next((n for n in sorted(nodes) if local[n] >= p.gpus), None)
-            if best is None:
-                return None
-            local[best] -= p.gpus
-            out[p.name] = best
-        return out
+    @staticmethod
+    def _pick(nodes: list[str], local: dict[str, int], gpus: int) -> str | None:
+        """The first node (by name) with room."""
+        return next((n for n in sorted(nodes) if local[n] >= gpus), None)
 
     def place(self, gang: GangDemand) -> dict[str, str] | None:
         c = gang.constraint
