@@ -93,7 +93,7 @@ class ExactRepack:
             return False
         if sum(len(x.pod_gpus) for x in gangs) > EXACT_MAX_PODS:
             return False
-        nodes = sum(1 for n in _nodes_of(tree, region) if tree.node_clean[n])
+        nodes = sum(1 for n in tree.nodes_below(region) if tree.node_clean[n])
         return nodes <= EXACT_MAX_NODES
 
     # ---- the outer search: a domain for every leaf group ----------------------------------------------------
@@ -181,7 +181,7 @@ class ExactRepack:
         got = self.caps_memo.get(d)
         if got is None:
             tree = self.tree
-            frees = [tree.node_free[n] for n in _nodes_of(tree, d) if tree.node_clean[n]]
+            frees = [tree.node_free[n] for n in tree.nodes_below(d) if tree.node_clean[n]]
             got = self.caps_memo[d] = {s: sum(f // s * s for f in frees) for s in self.sizes}
         return got
 
@@ -365,14 +365,14 @@ class ExactRepack:
         if memo_key in self.unit_memo:
             return self.unit_memo[memo_key]
         tree = self.tree
-        nodes = [n for n in _nodes_of(tree, unit) if tree.node_clean[n] and tree.node_free[n]]
+        nodes = [n for n in tree.nodes_below(unit) if tree.node_clean[n] and tree.node_free[n]]
         pos = {n: i for i, n in enumerate(nodes)}
         free = [tree.node_free[n] for n in nodes]
         cls = [tree.node_path[n][0] for n in nodes]
         # one entry per pod: (GPUs, allowed node positions, the leaf it belongs to)
         pods: list[tuple[int, int, tuple[int, ...], LeafKey]] = []
         for key, d in sorted(members):
-            allowed = tuple(pos[n] for n in _nodes_of(tree, d) if n in pos)
+            allowed = tuple(pos[n] for n in tree.nodes_below(d) if n in pos)
             gpus = self.gangs[key[0]].pod_gpus
             for p in self.gangs[key[0]].groups[key[1]].pods:
                 pods.append((gpus[p], len(allowed), allowed, key))
@@ -416,15 +416,3 @@ class ExactRepack:
                 out[key] = [n for _, n in pairs]
         self.unit_memo[memo_key] = out
         return out
-
-
-def _nodes_of(tree: Tree, d: int) -> list[int]:
-    """Every node below domain ``d``, by id."""
-    out: list[int] = []
-    stack = [d]
-    while stack:
-        x = stack.pop()
-        out.extend(tree.dom_nodes[x])
-        stack.extend(tree.dom_children[x])
-    out.sort()
-    return out
