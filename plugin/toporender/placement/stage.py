@@ -127,13 +127,18 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
     return cache[path]
 
 
+def _inventory_path(repo: Repo, pool_name: str, inventory: str | None) -> str | None:
+    """The inventory file a pool packs against: the one given for this render, else the pool's, else the repo's."""
+    return inventory or repo.config.pools[pool_name].inventory or repo.config.inventory
+
+
 def pool_inventory(repo: Repo, pool_name: str, inventory: str | None,
-                   inventory_docs: list[Document] | None) -> Inventory | None:
-    """The inventory one pool packs against (None when it has none), as :func:`plan_pools` reads it."""
-    pool = repo.config.pools[pool_name]
-    loc = ("pools", pool_name, "inventory") if pool.inventory else ("inventory",)
-    return _inventory(repo, inventory or pool.inventory or repo.config.inventory, inventory_docs, {},
-                      partial(repo.config_doc.pos, loc))
+                   inventory_docs: list[Document] | None, cache: dict[str, Inventory] | None = None
+                   ) -> Inventory | None:
+    """The inventory one pool packs against (None when it has none), read once per path through ``cache``."""
+    loc = ("pools", pool_name, "inventory") if repo.config.pools[pool_name].inventory else ("inventory",)
+    return _inventory(repo, _inventory_path(repo, pool_name, inventory), inventory_docs,
+                      {} if cache is None else cache, partial(repo.config_doc.pos, loc))
 
 
 def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Document] | None) -> bool:
@@ -161,9 +166,7 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
         members = [g for g in arrived if g.pool_name == pool_name]
         if not members:
             continue
-        loc = ("pools", pool_name, "inventory") if pool.inventory else ("inventory",)
-        inv = _inventory(repo, inventory or pool.inventory or repo.config.inventory, inventory_docs, cache,
-                         partial(repo.config_doc.pos, loc))
+        inv = pool_inventory(repo, pool_name, inventory, inventory_docs, cache)
         if inv is None:
             continue
         levels = [k.label for k in pool.topology_keys]
@@ -258,15 +261,13 @@ def _pool_outcomes(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any]
             continue
         levels = [k.label for k in pool.topology_keys]
         pool_demands = [demands[g.key] for g in members]
-        key = _memo_key(repo, inventory or pool.inventory or repo.config.inventory, levels, pool_demands,
+        key = _memo_key(repo, _inventory_path(repo, pool_name, inventory), levels, pool_demands,
                         pool.node_selector)
         cached = _outcomes_from_json(memo.get(key)) if key is not None else None
         if cached is not None and list(cached) == [g.key for g in members]:
             out.append((pool_name, cached, members))
             continue
-        loc = ("pools", pool_name, "inventory") if pool.inventory else ("inventory",)
-        inv = _inventory(repo, inventory or pool.inventory or repo.config.inventory, None, cache,
-                         partial(repo.config_doc.pos, loc))
+        inv = pool_inventory(repo, pool_name, inventory, None, cache)
         if inv is None:
             continue
         plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector)
