@@ -13,7 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toporender.build.objects import BuiltGang, build_gangs, check_backends, check_identities, pool_objects
+from toporender.build.objects import (
+    BuiltGang,
+    build_gang,
+    build_gangs,
+    check_backends,
+    check_identities,
+    pool_objects,
+)
 from toporender.build.templates.apply import from_group_template
 from toporender.build.templates.policy import check_templates
 from toporender.cache import Found, Plans, Store, diagnostics_from_json, diagnostics_to_json, find, pack_entry
@@ -270,7 +277,6 @@ def _positioned(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | N
 
 def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:
     """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``)."""
-    from toporender.build.objects import build_gang
     from toporender.placement.stage import gang_demand, plan_pools
 
     repo = load_repo(root)

@@ -50,18 +50,20 @@ MAX_ERRORS = 100
 _LIST_KINDS = ("List", "NodeList")
 
 
+def _moved(pos: Position, first_line: int, indent: int) -> Position:
+    """A position in a batch moved to where the batch sits in the file (its items were dedented by ``indent``)."""
+    return Position(pos.path, pos.line + first_line - 1, pos.col + indent, pos.data_path)
+
+
 class _Excerpt(Document):
     """A batch of a larger file: positions are moved to where the batch sits in the file."""
 
     def __init__(self, doc: Document, first_line: int, indent: int) -> None:
         super().__init__(doc.source, doc.index, doc.data, doc.marks, doc.text)
-        self._inner = doc
-        self._lines = first_line - 1
-        self._indent = indent
+        self._inner, self._first_line, self._indent = doc, first_line, indent
 
     def pos(self, loc: Loc = ()) -> Position:
-        inner = self._inner.pos(loc)
-        return Position(inner.path, inner.line + self._lines, inner.col + self._indent, inner.data_path)
+        return _moved(self._inner.pos(loc), self._first_line, self._indent)
 
 
 @dataclass
@@ -77,6 +79,14 @@ class _Collector:
     """The list of the document that holds the nodes."""
     convert: Callable[[Document, Loc, Any, list[Diagnostic]], Node | None] = _k8s_node
     """One list item to a node, problems appended."""
+
+    def result(self) -> list[Node]:
+        """The nodes, or every problem found (and that it stopped looking, past :data:`MAX_ERRORS`)."""
+        if self.errors:
+            more = len(self.errors) >= MAX_ERRORS
+            raise UserError(self.errors + ([Diagnostic(f"stopped after {MAX_ERRORS} problems",
+                                                       Position(self.display))] if more else []))
+        return self.nodes
 
     def add(self, doc: Document, loc: Loc, raw: Any) -> None:
         if len(self.errors) >= MAX_ERRORS:
@@ -106,11 +116,7 @@ def read_nodes(stream: IO[str], display: str) -> list[Node]:
             raise fail(f"an inventory that is not a kubectl NodeList may be at most {MAX_INVENTORY_BYTES // 2**20} "
                        "MiB; import the cluster's 'kubectl get nodes -o json' instead", Position(display))
         return nodes_from_documents(inventory_documents(text, display))
-    if collector.errors:
-        more = len(collector.errors) >= MAX_ERRORS
-        raise UserError(collector.errors + ([Diagnostic(f"stopped after {MAX_ERRORS} problems", Position(display))]
-                                            if more else []))
-    return collector.nodes
+    return collector.result()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +309,7 @@ def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) 
     try:
         docs = load_text(text, collector.display, max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
     except UserError as err:
-        raise UserError([Diagnostic(d.message, Position(d.pos.path, d.pos.line + first_line - 1, d.pos.col + indent))
+        raise UserError([Diagnostic(d.message, _moved(d.pos, first_line, indent))
                          if d.pos and d.pos.path == collector.display else d for d in err.diagnostics]) from None
     if not docs:
         return
@@ -328,11 +334,7 @@ def read_compact(stream: IO[str], display: str) -> list[Node] | None:
     collector = _Collector(display, key="nodes", convert=_compact)
     if not _yaml_items(head, stream, collector):
         return None
-    if collector.errors:
-        more = len(collector.errors) >= MAX_ERRORS
-        raise UserError(collector.errors + ([Diagnostic(f"stopped after {MAX_ERRORS} problems", Position(display))]
-                                            if more else []))
-    return collector.nodes
+    return collector.result()
 
 
 class FilePositions(Mapping[str, Position]):
