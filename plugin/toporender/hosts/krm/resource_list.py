@@ -111,9 +111,7 @@ def field_path(parts: Sequence[str | int]) -> str:
     """kpt's field path notation: ``spec.workflow.groups[0].name``; a key with a dot goes in brackets."""
     out = ""
     for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif "." in part or "[" in part:
+        if isinstance(part, int) or "." in part or "[" in part:
             out += f"[{part}]"
         else:
             out += f".{part}" if out else part
