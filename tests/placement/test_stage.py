@@ -168,3 +168,33 @@ def test_inventory_override_and_missing_inventory(tmp_path: Path) -> None:
     assert result.code == 1 and "inventory file 'missing.yaml' not found" in result.stderr
     escape = run_cli("render", "--inventory", "../nodes.yaml", str(repo))
     assert escape.code == 1 and "must be a path inside the repo" in escape.stderr
+
+
+@pytest.mark.parametrize("toleration", [
+    None,
+    "{key: example.com/gpu, operator: Exists, effect: NoSchedule}",
+    "{key: example.com/task, operator: Equal, value: '{{ WF_TASK_NAME }}', effect: NoSchedule}",
+    "{key: '{{ WF_POD_NAME }}', operator: Exists}",
+])
+def test_plan_reads_the_demands_the_rendered_pods_have(tmp_path: Path, toleration: str | None) -> None:
+    """``toporender plan`` lets tasks of one pod shape share a Pod when their tolerations cannot differ; a
+    toleration written with a task's own value must still reach the packer per task."""
+    from toporender.build.objects import build_gang
+    from toporender.errors import DiagnosticSink
+    from toporender.expand.gangs import expand
+    from toporender.load.repo import load_repo
+    from toporender.placement.stage import gang_demand
+
+    root = rack_repo(tmp_path, workflows={"workflows/a.yaml": job("a", replicas=2, per_replica=3, gpu=1)})
+    if toleration:
+        config = root / "toporender.yaml"
+        config.write_text(config.read_text() + "    common_pod_template: [tol]\npod_templates:\n  tol:\n"
+                          f"    spec:\n      tolerations:\n      - {toleration}\n")
+    repo = load_repo(root)
+    sink = DiagnosticSink()
+    (gang,) = expand(repo, sink=sink)
+    rendered = gang_demand(gang, build_gang(gang, repo, sink, set())[1])
+    planned = gang_demand(gang, build_gang(gang, repo, sink, set(), delivery=False)[1])
+    assert not sink.errors
+    assert planned == rendered
+    assert len({p.tolerations for p in rendered.pods}) == (6 if toleration and "{{" in toleration else 1)

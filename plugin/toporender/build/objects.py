@@ -105,9 +105,10 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str],
                delivery: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Objects of one task group in stream order: (group-template objects, PodGroup(s), Service), Pods.
 
-    ``delivery=False`` leaves out the Argo CD annotations (sync waves, the gang revision): ``toporender plan``
-    builds gangs only to read their Pods' demands, and hashing each gang's inputs for its revision was a sixth
-    of that."""
+    ``delivery=False`` is for ``toporender plan``, which builds gangs only to read their Pods' demands: it
+    leaves out the Argo CD annotations (sync waves, the gang revision; hashing each gang's inputs was a sixth
+    of a plan), and tasks whose pod shape tolerates the same for every task share one Pod (the shape's first),
+    which then stands for each of them only as far as GPUs and tolerations go."""
     config, doc = repo.config, repo.config_doc
     variables = lru_cache(maxsize=1)(lambda: group_variables(gang, config))
     templated = render_group_templates(gang, config, doc, variables, sink, warned)
@@ -116,7 +117,7 @@ def build_gang(gang: Gang, repo: Repo, sink: DiagnosticSink, warned: set[str],
                 "volcano": volcano.gang_warnings}.get(gang.pool.backend)
     for msg in warnings(gang) if warnings else []:
         sink.warn(msg, gang.pos)
-    pods = _pods(gang, repo, backend, variables, sink, warned)
+    pods = _pods(gang, repo, backend, variables, sink, warned, tolerations_only=not delivery)
     if gang.pool.backend == "kueue":
         for msg in kueue.finish_pods(gang, pods):
             sink.warn(msg, gang.pos)
@@ -156,7 +157,7 @@ def gang_revision(gang: Gang, repo: Repo) -> str:
                  *(n for platform in gang.pool.platforms.values() for n in platform.override_pod_template)]
     inputs = {
         "tasks": [t.spec for t in gang.tasks],
-        "resources": {t.spec.resource: _canonical(t.resource) for t in gang.tasks},
+        "resources": {name: _canonical(r) for name, r in {t.spec.resource: t.resource for t in gang.tasks}.items()},
         "workflow": gang.workflow.spec.workflow.model_copy(update={"groups": None, "tasks": None, "resources": None}),
         "pool": _pool_inputs(gang.pool),
         "group_templates": {n: config.group_templates.get(n) for n in gang.pool.common_group_templates},
@@ -188,14 +189,23 @@ def _canonical(resource: ResourceSpec) -> ResourceSpec:
 
 
 def _pods(gang: Gang, repo: Repo, backend: GangObjects, variables: Callable[[], dict[str, Any]],
-          sink: DiagnosticSink, warned: set[str]) -> list[dict[str, Any]]:
-    """The gang's pods: by shape where tasks share one, else each built, templated and labelled on its own."""
+          sink: DiagnosticSink, warned: set[str], tolerations_only: bool = False) -> list[dict[str, Any]]:
+    """The gang's pods: by shape where tasks share one, else each built, templated and labelled on its own.
+
+    ``tolerations_only``: where a shape tolerates the same for all its tasks, they share its first pod."""
     shapes = PodShapes(gang, repo.config, backend.scheduler_name, backend.pod_labels, backend.pod_annotations,
                        variables)
     pods: list[dict[str, Any]] = []
     by_platform: dict[str | None, PodTemplates] = {}
+    first_of_shape: dict[Any, dict[str, Any]] = {}
     for i, task in enumerate(gang.tasks):
+        pod = first_of_shape.get(shapes.keys[i]) if tolerations_only else None
+        if pod is not None:
+            pods.append(pod)
+            continue
         pod = shapes.pod(i)
+        if pod is not None and tolerations_only and shapes.tolerations_shared(i):
+            first_of_shape[shapes.keys[i]] = pod
         if pod is None:
             platform = task.resource.platform
             templates = by_platform.get(platform)

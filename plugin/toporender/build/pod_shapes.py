@@ -84,6 +84,8 @@ class PodShape:
     constants: tuple[Any, ...]
     uses_variables: bool
     """Whether a slot needs the task's full template variables (an :class:`Fmt`)."""
+    fixed_tolerations: bool = False
+    """Whether the pod's tolerations use no per-task value, so every pod of the shape tolerates the same."""
 
 
 def shape_key(task: Task, labels: Mapping[str, str], annotations: Mapping[str, str] | None) -> tuple[Any, ...]:
@@ -113,6 +115,11 @@ class PodShapes:
         self.keys = [shape_key(t, lab, ann) for t, lab, ann in zip(gang.tasks, self.labels, self.annotations)]
         self.shared = {key for key, n in Counter(self.keys).items() if n > 1}
         self.shapes: dict[tuple[Any, ...], PodShape | None] = {}
+
+    def tolerations_shared(self, index: int) -> bool:
+        """Whether task ``index``'s pod tolerates what every pod of its shape tolerates (see :meth:`pod`)."""
+        shape = self.shapes.get(self.keys[index])
+        return shape is not None and shape.fixed_tolerations
 
     def pod(self, index: int) -> dict[str, Any] | None:
         """Task ``index``'s pod from its shape, or None when the caller must build it the general way."""
@@ -169,7 +176,9 @@ def build_shape(gang: Gang, index: int, config: RepoConfig, scheduler_name: str 
         raise Undecided("a template replaced the pod's metadata, labels or annotations")
     finish_pod(pod, gang, Ref("identity", "WF_TASK_NAME"), {k: Ref("labels", k) for k in labels},
                {k: Ref("annotations", k) for k in annotations})
-    return _compile_shape(pod)
+    pod_spec = pod.get("spec")
+    fixed = not _has_slot(pod_spec.get("tolerations") if isinstance(pod_spec, dict) else pod_spec)
+    return replace(_compile_shape(pod), fixed_tolerations=fixed)
 
 
 def _symbolic(value: Any, shared: Mapping[str, Any], path: Loc) -> Any:

@@ -261,19 +261,23 @@ def _yaml_items(head: str, stream: IO[str], collector: _Collector) -> bool:
         return False
     indent = len(layout.group(1))
     marker = " " * indent + "- "
-    items_end = re.compile(rf"^(?!{re.escape(marker)}| {{{indent + 2}}}|[ \t]*(?:#|$))", re.M)
+    # a line is found by its newline (a literal, which the regex engine scans for fast); the batch's first
+    # line is always an item's start, so it needs no look
+    items_end = re.compile(rf"\n(?!{re.escape(marker)}| {{{indent + 2}}}|[ \t]*(?:#|\n|$))")
     before = head[:layout.start()]
     body = head.index("\n", layout.start()) + 1
     buf, line = head[body:], before.count("\n") + 2
     eof = False
     after = ""
+    scanned = 0
     while True:
         complete = len(buf) if eof else buf.rfind("\n") + 1
         if len(buf) - complete > MAX_ITEM_CHARS:
             raise fail(f"a line longer than {MAX_ITEM_CHARS // 2**20} MiB", Position(collector.display, line))
-        end = items_end.search(buf, 0, complete)
+        end = items_end.search(buf, scanned, complete)
+        scanned = max(complete - 1, 0)
         if end is not None or eof:
-            stop = end.start() if end is not None else len(buf)
+            stop = end.start() + 1 if end is not None else len(buf)
             _yaml_batch(buf[:stop], line, indent, collector)
             after = buf[stop:]
             break
@@ -283,6 +287,7 @@ def _yaml_items(head: str, stream: IO[str], collector: _Collector) -> bool:
                 _yaml_batch(buf[:cut], line, indent, collector)
                 line += buf.count("\n", 0, cut)
                 buf = buf[cut:]
+                scanned = max(scanned - cut, 0)
             elif len(buf) > MAX_ITEM_CHARS:
                 raise fail(f"a node item larger than {MAX_ITEM_CHARS // 2**20} MiB", Position(collector.display, line))
         block = stream.read(BLOCK_CHARS)

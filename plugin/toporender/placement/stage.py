@@ -86,7 +86,9 @@ def gang_demand(gang: Gang, pods: Sequence[dict[str, Any]]) -> Any:
     """The packer's view of a gang: pods with GPUs and tolerations, subgroups with their levels."""
     from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 
-    demands = {t.spec.name: PodDemand(t.spec.name, t.resource.gpu or 0, _tolerations(pod),
+    distinct = {id(pod): pod for pod in pods}  # pods may repeat (see build_gang's ``delivery``)
+    tolerations = {key: _tolerations(pod) for key, pod in distinct.items()}
+    demands = {t.spec.name: PodDemand(t.spec.name, t.resource.gpu or 0, tolerations[id(pod)],
                                       tuple(sorted(set(t.resource.nodesExcluded))))
                for t, pod in zip(gang.tasks, pods)}
     topo = gang.topology
