@@ -70,8 +70,14 @@ def main(argv: list[str] | None = None) -> Any:
     with nothing to free, so it is off for the process. Freeing them one by one at exit would
     take another 0.1 s, so the console script flushes its output and ends the process directly,
     as mypy does.
+
+    Pydantic plugins are off for the console process: pydantic looks them up in every installed package's
+    metadata before its first model (about 15 ms of a cold start), and a plugin installed beside toporender
+    could fail a validation, which would make a render depend on what else the environment holds.
     """
     gc.disable()
+    if argv is None:
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if argv is not None:
         return cli.main(args=argv, prog_name="toporender")
     try:

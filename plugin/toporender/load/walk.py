@@ -121,13 +121,15 @@ def _visit_leaf(root: Path, real_root: Path, parts: list[str], found: Found, exc
     _classify(path, rel, real_root, found)
 
 
-def _classify(path: Path, rel: str, real_root: Path, found: Found) -> None:
+def _classify(path: Path, rel: str, real_root: Path, found: Found, linked: bool = True) -> None:
+    """``linked=False``: ``path`` is no symlink and sits in a directory already resolved inside the repo, so it
+    is inside too (resolving each of 10,000 workflow files cost a large repo 0.4 s)."""
     try:
         mode = path.stat().st_mode
     except OSError:
         found.problems[rel] = "is a symlink that points nowhere (dangling) or cannot be read"
         return
-    if not path.resolve().is_relative_to(real_root):
+    if linked and not path.resolve().is_relative_to(real_root):
         found.problems[rel] = "symlink points outside the repo; copy the file into the repo instead"
         return
     kind = _kind(mode)
@@ -165,7 +167,11 @@ def _walk(root: Path, real_root: Path, base: Path, prefix: list[str], patterns: 
             sub = [*parts, entry.name]
             rel = "/".join(sub)
             if any(matches(sub, p) for p in patterns) and rel not in exclude:
-                _classify(Path(entry.path), rel, real_root, found)
+                try:
+                    linked = entry.is_symlink()
+                except OSError:
+                    linked = True
+                _classify(Path(entry.path), rel, real_root, found, linked)
             try:
                 is_dir = entry.is_dir()
             except OSError:

@@ -75,6 +75,8 @@ class _Collector:
     seen: dict[str, Position | None] = field(default_factory=dict)
     errors: list[Diagnostic] = field(default_factory=list)
     strings: dict[str, str] = field(default_factory=dict)
+    label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = field(default_factory=dict)
+    """One labels mapping per distinct set of labels (the nodes of a rack carry the same), never changed."""
     key: str = "items"
     """The list of the document that holds the nodes."""
     convert: Callable[[Document, Loc, Any, list[Diagnostic]], Node | None] = _k8s_node
@@ -98,8 +100,11 @@ class _Collector:
             self.errors.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
             return
         self.seen[node.name] = None
-        share = self.strings.setdefault
-        labels = {share(k, k): share(v, v) for k, v in node.labels.items()}
+        key = tuple(node.labels.items())
+        labels = self.label_sets.get(key)
+        if labels is None:
+            share = self.strings.setdefault
+            labels = self.label_sets[key] = {share(k, k): share(v, v) for k, v in key}
         self.nodes.append(Node(node.name, labels, node.gpus, node.used_gpus, node.unschedulable, node.taints))
 
 
