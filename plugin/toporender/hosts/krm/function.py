@@ -352,7 +352,7 @@ def run_legacy(config_path: Path, stdin_text: str, cwd: Path) -> tuple[str, int]
 
 def export_items(root: Path) -> list[dict[str, Any]]:
     """A toporender repo as KRM input items (to start a kpt package from an existing repo)."""
-    from toporender.load.repo import load_repo
+    from toporender.load.repo import load_repo, single_document
     from toporender.load.yaml_source import load_file
 
     repo = load_repo(root)
@@ -376,7 +376,7 @@ def export_items(root: Path) -> list[dict[str, Any]]:
                 "apiVersion": API_VERSION,
                 "kind": "Workflow",
                 "metadata": {"name": name, "annotations": {**local, SOURCE_ANNOTATION: wf.source}},
-                "spec": wf.doc.data,
+                "spec": single_document(root / wf.source, wf.source).data,  # the loader keeps only the model
             }
         )
     if repo.config.inventory:
