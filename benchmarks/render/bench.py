@@ -35,6 +35,8 @@ YAML_TARGET_S = 1.0
 RSS_TARGET_MIB = 300
 COLD_TARGET_S = 0.25
 SELF_CHECK_SHARE = 0.05
+COLD_JSON_S = 0.55
+COLD_YAML_S = 0.8
 DEPENDENCIES = "yaml, ruamel.yaml, jinja2, jsonpatch, pydantic, click, jsonschema, yaml_rs, orjson"
 # Issue 8's own reference figures, for budgets scaled to the machine the benchmark runs on: kustomize
 # re-emitting 1,000 Pods took about 2.4 s where the targets were set, and importing these six
@@ -169,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                                 str(repo)], work / "checked.json"),
             "unchecked": Command([sys.executable, str(HERE / "selfcheck.py"), "off", "render", "--format", "json",
                                   str(repo)], work / "unchecked.json"),
+            "floor": Command([sys.executable, str(HERE / "floor.py"), "--one", str(repo), str(json_out),
+                              str(work / "floor.jsonl")]),
         }
         kustomize_run = kustomize_command(json_out, work)
         if kustomize_run is not None:
@@ -178,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                            "six"))
         kustomize = walls(samples["kustomize"]) if kustomize_run is not None else None
 
+        floor_steps = [json.loads(line) for line in (work / "floor.jsonl").read_text().splitlines()[1:]]
         if (work / "checked.json").read_bytes() != (work / "unchecked.json").read_bytes():
             raise SystemExit("the render with and without its output check printed different streams")
         worker = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--emit-worker", str(json_out),
@@ -211,6 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     ours, theirs = Figure(emit_times["ours"], "s"), Figure(emit_times["pyyaml"], "s")
     rows.append(row(f"1. YAML emit only, {TOTAL_PODS:,} Pods' objects, in-process (reference)", ours.text(),
                     f"PyYAML CSafeDumper: {theirs.text()}", f"{ours.median / theirs.median:.2f}x", "info"))
+
+    # the floor of a round: starting Python (that round's "python -c pass") plus the steps floor.py times
+    floor = Figure([b.wall + sum(step.values()) for b, step in zip(bare, floor_steps, strict=True)], "s")
+    for fmt, runs_, limit in (("--format json", json_runs, COLD_JSON_S), ("YAML", yaml_runs, COLD_YAML_S)):
+        fig = walls(runs_)
+        ok = verdict(fig.median, limit)
+        failed |= ok != "pass"
+        rows.append(row(f"8. cold render {fmt}, {label} <= {limit} s, against the floor", fig.text(),
+                        f"floor (start, imports, yaml-rs parse, orjson write; benchmarks/render/floor.py): "
+                        f"{floor.text()}", f"{fig.median / floor.median:.2f}x", ok))
 
     cold_fig, deps_fig, bare_fig = walls(cold), walls(deps), walls(bare)
     ok = verdict(cold_fig.median, COLD_TARGET_S)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -53,8 +54,9 @@ def one_run(repo: Path, rendered: Path, times_path: Path) -> None:
     sys.stdout.buffer.write(b"".join(orjson.dumps(o, option=orjson.OPT_APPEND_NEWLINE) for o in objects))
     sys.stdout.flush()
     written = time.perf_counter()
-    times_path.write_text(json.dumps({"imports": imported - start, "parse": parsed - imported,
-                                      "write": written - ready}))
+    with times_path.open("a") as times:  # one line per run: a caller running it in rounds reads them all
+        times.write(json.dumps({"imports": imported - start, "parse": parsed - imported,
+                                "write": written - ready}) + "\n")
     os._exit(0)
 
 
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.one:
         one_run(*args.one)
+    os.environ["TOPORENDER_NO_CACHE"] = "1"  # a cold render; a cache hit would time a file copy
     precompile()
     with tempfile.TemporaryDirectory(prefix="toporender-floor-") as tmp:
         root = args.repo
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             start.append(run_child([sys.executable, "-c", "pass"]).wall)
             run_child([sys.executable, __file__, "--one", str(root), str(rendered), str(times_path)])
-            step = json.loads(times_path.read_text())
+            step = json.loads(times_path.read_text().splitlines()[-1])
             steps.append(step)
             floor.append(start[-1] + sum(step.values()))
             renders.append(run_child(render).wall)
