@@ -172,7 +172,12 @@ def _too_long_int(values: list[Any]) -> bool:
 
 
 def _strings_agree(strings: set[str], text: str, exact_scalar: Callable[[str], Any]) -> bool:
-    """Strings such as ``'yes'`` or ``'12:30'`` are fine quoted; written plain, YAML 1.1 reads them otherwise."""
+    """Strings such as ``'yes'`` or ``'12:30'`` are fine quoted; written plain, YAML 1.1 reads them otherwise.
+
+    A lone line break is what yaml-rs makes of an empty block scalar ending the text (``a: |``, then nothing),
+    which is empty for the exact loader; any such string goes to the exact loader."""
+    if "\n" in strings:
+        return False
     for s in strings:
         if s[:1] not in _MAYBE_NOT_STRING:
             continue
