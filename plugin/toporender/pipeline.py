@@ -27,7 +27,17 @@ from toporender.cache import Found, Plans, Store, diagnostics_from_json, diagnos
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
 from toporender.load.models import RepoConfig
-from toporender.load.repo import CONFIG_FILE, Repo, WorkflowFile, check_not_empty, load_config, load_repo, load_workflow
+from toporender.load.repo import (
+    CONFIG_FILE,
+    Repo,
+    WorkflowFile,
+    check_not_empty,
+    iter_workflows,
+    load_config,
+    load_repo,
+    load_repo_config,
+    load_workflow,
+)
 from toporender.load.yaml_source import Document
 from toporender.options import RenderOptions
 from toporender.placement.stage import PlanMemo, pack_stage
@@ -140,14 +150,18 @@ def render_documents(config: Document | None, workflows: list[Document], options
 
 def _expand(repo: Repo, options: RenderOptions, sink: DiagnosticSink) -> list[Gang]:
     """validate -> expand topology."""
-    check_config(repo, sink)
-    check_backends(repo, sink)
-    check_templates(repo.config, repo.config_doc, sink)
+    _check_repo_config(repo, sink)
     sink.raise_if_errors()
     check_not_empty(repo)
     gangs = expand(repo, namespace=options.namespace, pool=options.pool, sink=sink)
     sink.raise_if_errors()
     return gangs
+
+
+def _check_repo_config(repo: Repo, sink: DiagnosticSink) -> None:
+    check_config(repo, sink)
+    check_backends(repo, sink)
+    check_templates(repo.config, repo.config_doc, sink)
 
 
 def render(repo: Repo, options: RenderOptions = RenderOptions(),
@@ -276,16 +290,33 @@ def _positioned(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | N
 
 
 def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:
-    """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``)."""
+    """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``).
+
+    The repo is read one workflow at a time, and only each gang's demand is kept: the models and Pods of a
+    10,000-workflow repo were most of a plan's memory. Problems are reported as a render reports them, in its
+    order: files that cannot be loaded, else the config's cross-field problems, else everything wrong in
+    expanding and building."""
     from toporender.placement.stage import gang_demand, plan_pools
 
-    repo = load_repo(root)
-    sink = DiagnosticSink()
-    gangs = _expand(repo, RenderOptions(), sink)
-    demands = {}
+    config_doc, config = load_repo_config(root)
+    repo = Repo(root, config_doc, config, ())
+    load_sink, config_sink, sink = DiagnosticSink(), DiagnosticSink(), DiagnosticSink()
+    _check_repo_config(repo, config_sink)
+    demands: dict[str, Any] = {}
+    queued: list[Queued] = []
+    names: dict[str, str] = {}
     warned: set[str] = set()
-    for gang in gangs:  # a gang's objects are dropped once its demand is known: a large repo's Pods take GiBs
-        demands[gang.key] = gang_demand(gang, build_gang(gang, repo, sink, warned, delivery=False)[1])
+    for wf in iter_workflows(root, config, load_sink):
+        if load_sink.errors or config_sink.errors:
+            continue  # reading on only to report every file that cannot be loaded
+        one = replace(repo, workflows=(wf,))
+        for gang in expand(one, sink=sink, names=names):
+            demands[gang.key] = gang_demand(gang, build_gang(gang, one, sink, warned, delivery=False)[1])
+            queued.append(Queued(gang.key, gang.pool_name))
+    load_sink.raise_if_errors()
+    config_sink.raise_if_errors()
+    if not names:
+        check_not_empty(repo)
     sink.raise_if_errors()
     inv = None
     if inventory is not None:
@@ -295,4 +326,12 @@ def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]
                 raise fail(f"--inventory {inventory} is outside the repo {root}; copy it into the repo, or pass a "
                            "path inside it", Position(str(inventory)))
             inv = inventory.resolve().relative_to(root.resolve()).as_posix()
-    return [(name, plan) for name, plan, _ in plan_pools(repo, gangs, demands, inventory=inv)]
+    return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv)]
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What packing needs of a gang besides its demand: its key (arrival order) and its pool."""
+
+    key: str
+    pool_name: str

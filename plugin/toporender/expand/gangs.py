@@ -172,18 +172,21 @@ def _task(t: TaskSpec, wf: WorkflowFile, group_uuid: uuid.UUID) -> Task:
 
 
 def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
-           sink: DiagnosticSink) -> list[Gang]:
-    """All gangs of the repo in stream order: workflows by path, groups in file order."""
+           sink: DiagnosticSink, names: dict[str, str] | None = None) -> list[Gang]:
+    """All gangs of the repo in stream order: workflows by path, groups in file order.
+
+    ``names`` (workflow name -> file) carries the check that names are unique across calls that expand a repo
+    one workflow at a time."""
     ns = resolve_namespace(repo.config, namespace)
     gangs: list[Gang] = []
-    names: dict[str, WorkflowFile] = {}
+    names = {} if names is None else names
     for wf in repo.workflows:
         key = normalize(wf.name)
         if key in names:
-            sink.error(f"workflow name '{wf.name}' is also used by {names[key].source}; workflow names must be "
+            sink.error(f"workflow name '{wf.name}' is also used by {names[key]}; workflow names must be "
                        "unique in a repo", wf.pos(("workflow", "name")))
             continue
-        names[key] = wf
+        names[key] = wf.source
         _check_names(wf, sink)
         pool_name = pick_pool(repo, wf, pool, sink)
         if pool_name is None:

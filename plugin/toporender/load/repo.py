@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -148,6 +149,15 @@ def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:
 
 def load_repo(root: Path) -> Repo:
     """Read ``toporender.yaml`` and every workflow it names, collecting all errors at once."""
+    config_doc, config = load_repo_config(root)
+    sink = DiagnosticSink()
+    workflows = tuple(iter_workflows(root, config, sink))
+    sink.raise_if_errors()
+    return Repo(root, config_doc, config, workflows)
+
+
+def load_repo_config(root: Path) -> tuple[Document, RepoConfig]:
+    """The repo's ``toporender.yaml``, read and validated."""
     config_path = root / CONFIG_FILE
     if not root.is_dir():
         raise fail(f"{root} is not a directory; pass the repo directory that holds {CONFIG_FILE}",
@@ -159,9 +169,13 @@ def load_repo(root: Path) -> Repo:
     if not config_path.is_file():
         raise fail(f"no {CONFIG_FILE} in {root}; create one (see README, 'Repo config')", Position(CONFIG_FILE))
     config_doc = single_document(config_path, CONFIG_FILE)
-    config = load_config(config_doc)
-    sink = DiagnosticSink()
-    workflows: list[WorkflowFile] = []
+    return config_doc, load_config(config_doc)
+
+
+def iter_workflows(root: Path, config: RepoConfig, sink: DiagnosticSink) -> Iterator[WorkflowFile]:
+    """The repo's workflows one file at a time, in path order; a file that cannot be loaded is an error in
+    ``sink`` and is not yielded. A caller that keeps only what it derives from each workflow (``toporender
+    plan`` keeps demands) never holds the models of a large repo all at once."""
     total = 0
     for rel in discover(root, config.workflows, {CONFIG_FILE}):  # each one checked to stay inside the repo
         path = root / rel
@@ -177,9 +191,7 @@ def load_repo(root: Path) -> Repo:
         # validated into wf.spec, and positions come from the text: the raw data of a 10,000-file repo was a
         # quarter of its memory
         wf.doc.data = None
-        workflows.append(wf)
-    sink.raise_if_errors()
-    return Repo(root, config_doc, config, tuple(workflows))
+        yield wf
 
 
 def check_not_empty(repo: Repo) -> None:

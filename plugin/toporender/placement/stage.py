@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from toporender.errors import DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang
@@ -58,7 +58,20 @@ def load_order(root: Path | None) -> list[str]:
     return list(dict.fromkeys(order))
 
 
-def arrival(gangs: Sequence[Gang], order: Sequence[str]) -> list[Gang]:
+class Arriving(Protocol):
+    """A gang as arrival order and pools see it (a :class:`Gang`, or a summary of one)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def pool_name(self) -> str: ...
+
+
+A = TypeVar("A", bound=Arriving)
+
+
+def arrival(gangs: Sequence[A], order: Sequence[str]) -> list[A]:
     """Gangs listed in the lock first (in its order), then new gangs in stream order."""
     rank = {key: i for i, key in enumerate(order)}
     return sorted(gangs, key=lambda g: rank.get(g.key, len(rank)))
@@ -149,9 +162,9 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
         any(p.inventory for p in repo.config.pools.values())
 
 
-def plan_pools(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
+def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
-               order: Sequence[str] | None = None) -> list[tuple[str, PlacementPlan, list[Gang]]]:
+               order: Sequence[str] | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
@@ -162,7 +175,7 @@ def plan_pools(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
 
     arrived = arrival(gangs, load_order(repo.root) if order is None else order)
     cache: dict[str, Inventory] = {}
-    plans: list[tuple[str, PlacementPlan, list[Gang]]] = []
+    plans: list[tuple[str, PlacementPlan, list[A]]] = []
     for pool_name in sorted(repo.config.pools):
         pool = repo.config.pools[pool_name]
         members = [g for g in arrived if g.pool_name == pool_name]
