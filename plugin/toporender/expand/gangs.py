@@ -164,11 +164,15 @@ def _check_names(wf: WorkflowFile, sink: DiagnosticSink) -> None:
                            f"defined resources: {known}", wf.pos(tloc + ("resource",)))
 
 
-def _task(t: TaskSpec, wf: WorkflowFile, group_uuid: uuid.UUID) -> Task:
-    label = dns_label(t.name)
-    return Task(spec=t, resource=wf.resources.get(t.resource) or ResourceSpec(),
-                uuid=uid_text(group_uuid, normalize(t.name)), pod_name=dns_label(f"{wf.run_name}-{t.name}"),
-                hostname=label, container=label)
+def _tasks(tasks: list[TaskSpec], wf: WorkflowFile, group_uuid: uuid.UUID) -> tuple[Task, ...]:
+    """The group's tasks with their names and uuids; what every task of the group shares is worked out once."""
+    resources, run_name, parent = wf.resources, wf.run_name, group_uuid.bytes
+    out = []
+    for t in tasks:
+        label = dns_label(t.name)
+        out.append(Task(t, resources.get(t.resource) or ResourceSpec(), uid_text(parent, normalize(t.name)),
+                        dns_label(f"{run_name}-{t.name}"), label, label))
+    return tuple(out)
 
 
 def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
@@ -199,7 +203,7 @@ def expand(repo: Repo, *, namespace: str | None = None, pool: str | None = None,
             if len(sink.errors) > errors:
                 continue
             g_uuid = uid(wf_uuid, normalize(group.spec.name))
-            tasks = tuple(_task(t, wf, g_uuid) for t in group.spec.tasks)
+            tasks = _tasks(group.spec.tasks, wf, g_uuid)
             service = dns1035_label(f"{wf.run_name}-{group.spec.name}") if len(tasks) > 1 else None
             gangs.append(Gang(wf.source, wf, group.spec.name, str(g_uuid), str(wf_uuid), ns, pool_name, pool_cfg,
                               tasks, topo, service, group.loc))

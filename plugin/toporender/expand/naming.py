@@ -61,9 +61,11 @@ def uid(parent: uuid.UUID, name: str) -> uuid.UUID:
     return uuid.uuid5(parent, name)
 
 
-def uid_text(parent: uuid.UUID, name: str) -> str:
-    """``str(uuid.uuid5(parent, name))`` without building a UUID object (one per task adds up)."""
-    digest = bytearray(hashlib.sha1(parent.bytes + name.encode()).digest()[:16])
+def uid_text(parent: uuid.UUID | bytes, name: str) -> str:
+    """``str(uuid.uuid5(parent, name))`` without building a UUID object (one per task adds up); ``parent`` may be
+    given as its bytes, worked out once for many names."""
+    prefix = parent if isinstance(parent, bytes) else parent.bytes
+    digest = bytearray(hashlib.sha1(prefix + name.encode()).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50
     digest[8] = (digest[8] & 0x3F) | 0x80
     h = digest.hex()
