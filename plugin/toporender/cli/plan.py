@@ -9,7 +9,7 @@ import click
 
 from toporender.cli.guard import guarded
 from toporender.errors import Diagnostic, Position, UserError, fail
-from toporender.load.yaml_source import Document, load_file
+from toporender.load.yaml_source import NOT_UTF8, Document, first_invalid_utf8, load_file
 
 
 @click.group("inventory")
@@ -46,7 +46,11 @@ def import_cmd(source: str, output: Path | None) -> None:
         with io.TextIOWrapper(raw, encoding="utf-8-sig") as stream:
             nodes = read_nodes(stream, display)
     except UnicodeDecodeError:
-        raise fail("file is not valid UTF-8; save it as UTF-8", Position(display)) from None
+        where = None
+        if source != "-":
+            with path.open("rb") as again:
+                where = first_invalid_utf8(again)
+        raise fail(NOT_UTF8, Position(display, *(where or (1, 1)))) from None
     text = inventory_yaml(compact_inventory(nodes))
     if output is None:
         click.echo(text, nl=False)

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from yaml import events as ev
@@ -391,9 +391,41 @@ def read_text(path: Path, source: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise fail("file is not valid UTF-8; save it as UTF-8", Position(source, line, col)) from None
+        line, col = _line_col(raw, exc.start)
+        raise fail(NOT_UTF8, Position(source, line, col)) from None
+
+
+NOT_UTF8 = "file is not valid UTF-8; save it as UTF-8"
+_UTF8_BLOCK = 4 * 1024 * 1024
+
+
+def _line_col(raw: bytes, offset: int, line: int = 1) -> tuple[int, int]:
+    line += raw.count(b"\n", 0, offset)
+    return line, offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+
+
+def first_invalid_utf8(stream: BinaryIO) -> tuple[int, int] | None:
+    """(line, column) of the first byte of ``stream`` that is not UTF-8, read block by block; None when every
+    byte is. For a file read as a stream, where the decoder's error knows only its place in one block."""
+    line, col, carry = 1, 0, b""  # col: bytes since the last line break before ``data``
+    while True:
+        block = stream.read(_UTF8_BLOCK)
+        data = carry + block
+        try:
+            data.decode("utf-8")
+            done = len(data)
+        except UnicodeDecodeError as exc:
+            if not (block and exc.reason == "unexpected end of data"):
+                if data.rfind(b"\n", 0, exc.start) >= 0:
+                    return _line_col(data, exc.start, line)
+                return line, col + exc.start + 1
+            done = exc.start  # a character cut by the block's end: decoded with the next block
+        if not block:
+            return None
+        carry = data[done:]
+        breaks = data.count(b"\n", 0, done)
+        line += breaks
+        col = done - (data.rfind(b"\n", 0, done) + 1) if breaks else col + done
 
 
 def load_file(path: Path, source: str | None = None, *, max_bytes: int = MAX_FILE_BYTES,
