@@ -220,3 +220,35 @@ def test_compact_inventory_problems_keep_their_positions(batched: None, tmp_path
         read_inventory(path, "inventory/nodes.yaml")
     messages = [str(d) for d in exc.value.diagnostics]
     assert any(m.startswith(expect) for m in messages), messages
+
+
+@pytest.mark.parametrize("extra", [
+    "- {name: d, gpus: 8, labels: {zone: z1, rack: r1}}\n",
+    "- {name: b, gpus: 8, labels: {zone: z1, rack: r1}}\n",
+    "- {name: d, gpus: 8, labels: {zone: z1, rack: 1}}\n",
+    "- {name: d, gpus: 8, labels: {zone: {a: b}}}\n",
+    "- {name: d, gpus: 8, labels: {zone: [z1]}}\n",
+    "- {name: d, gpus: 5000, labels: {}}\n",
+    "- {name: '', gpus: 8, labels: {}}\n",
+    "- {name: d, gpus: true, labels: {}}\n",
+], ids=["labels shared", "plain duplicate", "int label", "mapping label", "list label", "too many GPUs",
+        "empty name", "bool GPUs"])
+def test_plain_compact_entries_read_as_the_general_reader_reads_them(batched: None, tmp_path: Path,
+                                                                     extra: str) -> None:
+    """Plain entries skip the general conversion; what they give, or what is wrong with them, is the same."""
+    from toporender.placement.inventory import inventory_from_documents, read_inventory_file
+    from toporender.placement.nodelist import read_inventory
+
+    path = tmp_path / "nodes.yaml"
+    path.write_text(COMPACT + extra)
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read().nodes
+        except UserError as err:
+            return [str(d) for d in err.diagnostics]
+
+    streamed = outcome(lambda: read_inventory(path, "inventory/nodes.yaml"))
+    whole = outcome(lambda: inventory_from_documents(read_inventory_file(path, "inventory/nodes.yaml"),
+                                                     "inventory/nodes.yaml"))
+    assert streamed == whole

@@ -25,11 +25,14 @@ from typing import IO, Any
 from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.load.yaml_source import Document, Loc, load_text
 from toporender.placement.inventory import (
+    _PLAIN_FIELDS,
     API_VERSION,
     KIND,
     MAX_INVENTORY_BYTES,
+    MAX_NODE_GPUS,
     Inventory,
     Node,
+    _all_strings,
     _compact_node,
     _k8s_node,
     _plain_compact_node,
@@ -81,6 +84,8 @@ class _Collector:
     """The list of the document that holds the nodes."""
     convert: Callable[[Document, Loc, Any, list[Diagnostic]], Node | None] = _k8s_node
     """One list item to a node, problems appended."""
+    compact: bool = False
+    """Items are compact entries: the plain ones (name, GPUs, string labels) are taken without ``convert``."""
 
     def result(self) -> list[Node]:
         """The nodes, or every problem found (and that it stopped looking, past :data:`MAX_ERRORS`)."""
@@ -92,6 +97,8 @@ class _Collector:
 
     def add(self, doc: Document, loc: Loc, raw: Any) -> None:
         if len(self.errors) >= MAX_ERRORS:
+            return
+        if self.compact and self._add_plain(raw):
             return
         node = self.convert(doc, loc, raw, self.errors)
         if node is None:
@@ -106,6 +113,30 @@ class _Collector:
             share = self.strings.setdefault
             labels = self.label_sets[key] = {share(k, k): share(v, v) for k, v in key}
         self.nodes.append(Node(node.name, labels, node.gpus, node.used_gpus, node.unschedulable, node.taints))
+
+    def _add_plain(self, raw: Any) -> bool:
+        """Take a compact entry that is plainly valid (as :func:`_plain_compact_node` judges) and not seen
+        before; False, having taken nothing, for anything else. Its labels are checked once per label set:
+        the nodes of a rack repeat them, and this runs for every node of a 216,000-node inventory."""
+        if type(raw) is not dict or raw.keys() - _PLAIN_FIELDS:
+            return False
+        name, gpus, labels = raw.get("name"), raw.get("gpus"), raw.get("labels")
+        if (type(name) is not str or not name or name in self.seen or type(gpus) is not int
+                or not 0 <= gpus <= MAX_NODE_GPUS or type(labels) is not dict):
+            return False
+        key = tuple(labels.items())
+        try:
+            shared = self.label_sets.get(key)
+        except TypeError:  # a value that is a mapping or a list: not plain
+            return False
+        if shared is None:
+            if not _all_strings(labels):
+                return False
+            share = self.strings.setdefault
+            shared = self.label_sets[key] = {share(k, k): share(v, v) for k, v in key}
+        self.seen[name] = None
+        self.nodes.append(Node(name, shared, gpus))
+        return True
 
 
 def read_nodes(stream: IO[str], display: str) -> list[Node]:
@@ -341,7 +372,7 @@ def read_compact(stream: IO[str], display: str) -> list[Node] | None:
     A render of a 1M-GPU repo reads its 216,000-node inventory on every run: read whole, 35 MB of YAML become
     400 MiB of dicts kept alive for positions; in batches only the nodes stay, their label strings shared."""
     head = stream.read(BLOCK_CHARS)
-    collector = _Collector(display, key="nodes", convert=_compact)
+    collector = _Collector(display, key="nodes", convert=_compact, compact=True)
     if not _yaml_items(head, stream, collector):
         return None
     return collector.result()
