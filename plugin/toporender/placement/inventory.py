@@ -175,16 +175,24 @@ def _plain_compact_node(raw: Any) -> Node | None:
     and source positions that :func:`_compact_node` spends on the general case, and the labels mapping read
     from the file is taken as it is.
     """
+    fields = plain_fields(raw)
+    if fields is None or not _all_strings(fields[1]):
+        return None
+    return Node(*fields)
+
+
+def plain_fields(raw: Any) -> tuple[str, dict[str, Any], int] | None:
+    """(name, labels, GPUs) of a compact entry with just those fields, each of its plain type, else None; the
+    labels' keys and values are for the caller to check (:func:`_all_strings`)."""
     if type(raw) is not dict or raw.keys() - _PLAIN_FIELDS:
         return None
     name = raw.get("name")
     gpus = raw.get("gpus")
     labels = raw.get("labels")
     if (type(name) is not str or not name or type(gpus) is not int or not 0 <= gpus <= MAX_NODE_GPUS
-            or type(labels) is not dict
-            or not _all_strings(labels)):
+            or type(labels) is not dict):
         return None
-    return Node(name, labels, gpus)
+    return name, labels, gpus
 
 
 def _all_strings(mapping: dict[Any, Any]) -> bool:

@@ -25,11 +25,9 @@ from typing import IO, Any
 from toporender.errors import Diagnostic, Position, UserError, fail
 from toporender.load.yaml_source import Document, Loc, load_text
 from toporender.placement.inventory import (
-    _PLAIN_FIELDS,
     API_VERSION,
     KIND,
     MAX_INVENTORY_BYTES,
-    MAX_NODE_GPUS,
     Inventory,
     Node,
     _all_strings,
@@ -40,6 +38,7 @@ from toporender.placement.inventory import (
     inventory_documents,
     inventory_from_documents,
     nodes_from_documents,
+    plain_fields,
     read_inventory_file,
     value_budget,
 )
@@ -118,12 +117,10 @@ class _Collector:
         """Take a compact entry that is plainly valid (as :func:`_plain_compact_node` judges) and not seen
         before; False, having taken nothing, for anything else. Its labels are checked once per label set:
         the nodes of a rack repeat them, and this runs for every node of a 216,000-node inventory."""
-        if type(raw) is not dict or raw.keys() - _PLAIN_FIELDS:
+        fields = plain_fields(raw)
+        if fields is None or fields[0] in self.seen:
             return False
-        name, gpus, labels = raw.get("name"), raw.get("gpus"), raw.get("labels")
-        if (type(name) is not str or not name or name in self.seen or type(gpus) is not int
-                or not 0 <= gpus <= MAX_NODE_GPUS or type(labels) is not dict):
-            return False
+        name, labels, gpus = fields
         key = tuple(labels.items())
         try:
             shared = self.label_sets.get(key)
