@@ -5,6 +5,7 @@ renders sharing a cache are safe, and ``--no-cache`` / ``TOPORENDER_NO_CACHE`` w
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,7 @@ EDITS = st.one_of(
     st.tuples(st.just("workflow"), st.sampled_from(["a", "b", "c"]), st.integers(1, 2), st.integers(1, 3),
               st.sampled_from([1, 2, 4, 8])),
     st.tuples(st.just("delete"), st.sampled_from(["a", "b", "c"])),
+    st.tuples(st.just("image"), st.sampled_from(["a", "b", "c"]), st.integers(1, 3)),
     st.tuples(st.just("broken"), st.sampled_from(["a", "b", "c"]),
               st.sampled_from(["workflow: [\n", "workflow:\n  name: Bad_Name\n  tasks: []\n", "- just\n- a list\n",
                                "workflow:\n  name: x\n  tasks:\n  - {name: t, image: 5, gpu: -1}\n"])),
@@ -93,6 +95,11 @@ def apply(repo: Path, edit: tuple[object, ...]) -> None:
     if kind == "workflow":
         _, name, replicas, per_replica, gpu = edit
         (repo / f"workflows/{name}.yaml").write_text(job(str(name), int(replicas), int(per_replica), int(gpu)))
+    elif kind == "image":  # new objects, the same demands: the plan is reused, the file is built again
+        path = repo / f"workflows/{edit[1]}.yaml"
+        lines = (path.read_text() if path.exists() else job(str(edit[1]))).splitlines(keepends=True)
+        path.write_text("".join(re.sub(r"(, image: '[^']*')?\}\n$", f", image: 'img:{edit[2]}'}}\n", line)
+                                if "resource: rep" in line else line for line in lines))
     elif kind == "delete":
         (repo / f"workflows/{edit[1]}.yaml").unlink(missing_ok=True)
     elif kind == "broken":
