@@ -426,9 +426,9 @@ def _pack(target: Path, path: str, pool: dict[str, Any], demands: list[Any]) -> 
     try:
         gangs = [demand_from_json(orjson.loads(d)) for d in demands]
         inventory = read_inventory(target, path)
-    except (UserError, KeyError, TypeError, ValueError):
+        plan = pack(inventory, pool["levels"], gangs, node_selector=pool["node_selector"])
+    except (UserError, KeyError, TypeError, ValueError, AttributeError, IndexError):
         raise _Whole from None
-    plan = pack(inventory, pool["levels"], gangs, node_selector=pool["node_selector"])
     return {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key])) for g in gangs}
 
 

@@ -83,32 +83,26 @@ def memo_key(inventory: bytes, path: str, levels: list[str], demands: bytes, nod
 def demand_from_json(data: Any) -> GangDemand:
     """The ``GangDemand`` whose orjson text ``data`` was read from (pods shared between the gang and its leaf
     subgroups, as :func:`toporender.placement.stage.gang_demand` builds them); raises KeyError, TypeError or
-    ValueError on anything else."""
+    ValueError on data of another shape. A repack rebuilds every stored demand, so this stays lean: the render
+    cache writes demands itself and checks that they read back equal before it stores them."""
     from toporender.expand.levels import LevelConstraint
     from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 
-    def constraint(c: Any) -> LevelConstraint:
-        required, preferred = c["required"], c["preferred"]
-        if not all(v is None or isinstance(v, str) for v in (required, preferred)) or len(c) != 2:
+    def constraint(c: dict[str, Any]) -> LevelConstraint:
+        if len(c) != 2:
             raise ValueError("bad constraint")
-        return LevelConstraint(required, preferred)
+        return LevelConstraint(c["required"], c["preferred"])
 
-    def pod(p: Any) -> PodDemand:
-        name, gpus = p["name"], p["gpus"]
-        if not isinstance(name, str) or type(gpus) is not int or len(p) != 4:
-            raise ValueError("bad pod")
-        tolerations = tuple((str(k), None if v is None else str(v), None if e is None else str(e))
-                            for k, v, e in p["tolerations"])
-        return PodDemand(name, gpus, tolerations, tuple(str(n) for n in p["excluded"]))
-
-    pods = tuple(pod(p) for p in data["pods"])
+    pods = tuple(PodDemand(p["name"], p["gpus"], tuple(map(tuple, p["tolerations"])), tuple(p["excluded"]))
+                 for p in data["pods"])
     by_name = {p.name: p for p in pods}
-    subgroups = tuple(SubgroupDemand(str(s["name"]), None if s["parent"] is None else str(s["parent"]),
-                                     constraint(s["constraint"]), tuple(by_name.get(p["name"]) or pod(p)
-                                                                        for p in s["pods"]))
+    if len(by_name) != len(pods):
+        raise ValueError("pods share a name")
+    subgroups = tuple(SubgroupDemand(s["name"], s["parent"], constraint(s["constraint"]),
+                                     tuple(by_name[p["name"]] for p in s["pods"]))
                       for s in data["subgroups"])
-    return GangDemand(str(data["key"]), str(data["display"]), constraint(data["constraint"]), subgroups, pods,
-                      tuple((str(a), str(b)) for a, b in data["pod_subgroup"]))
+    return GangDemand(data["key"], data["display"], constraint(data["constraint"]), subgroups, pods,
+                      tuple(map(tuple, data["pod_subgroup"])))
 
 
 def outcomes_json(outcomes: dict[str, GangOutcome]) -> list[Any]:
