@@ -82,6 +82,8 @@ class _File:
 
 @dataclass
 class _Render:
+    """A render made file by file: the stream's pieces, its warnings and lock, and the entries to store."""
+
     pieces: list[bytes | memoryview] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
     lock: str | None = None
@@ -103,8 +105,8 @@ def render_stream(root: Path, options: RenderOptions, fmt: str, store: Store | N
         if found is not None and found.taken is not None:
             try:
                 done = _by_file(root, options, fmt, store, found.taken)
-            except _Whole:
-                done = None
+            except (_Whole, KeyError, TypeError, ValueError, IndexError, AttributeError):
+                done = None  # the stored data is not what a render writes: the whole pipeline decides
             if done is not None:
                 store_render(store, root, f"stream-{fmt}", options, found.taken, done)
                 return done.pieces, done.warnings

@@ -87,6 +87,7 @@ EDITS = st.one_of(
     st.tuples(st.just("inventory"), st.integers(0, 8)),
     st.tuples(st.just("lock"), st.permutations(["workflows/a.yaml#g", "workflows/b.yaml#g", "workflows/c.yaml#g"])),
     st.tuples(st.just("unlock")),
+    st.tuples(st.just("evict"), st.sampled_from(["render", "file", "objects", "emit", "context", "plan"])),
 )
 
 
@@ -110,6 +111,9 @@ def apply(repo: Path, edit: tuple[object, ...]) -> None:
         (repo / "toporender.yaml").write_text(str(edit[1]))
     elif kind == "inventory":
         (repo / "nodes.yaml").write_text(inventory(int(edit[1])))
+    elif kind == "evict":  # the cache dropped every entry of one kind (its size cap, or someone cleaning up)
+        for path in (Path(os.environ["TOPORENDER_CACHE_DIR"]) / "v1").glob(f"{edit[1]}-*"):
+            path.unlink()
     elif kind == "lock":
         order = "".join(f'- "{key}"\n' for key in edit[1])  # type: ignore[union-attr]
         (repo / "toporender.lock").write_text(f"version: 1\norder:\n{order}")
