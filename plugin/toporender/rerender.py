@@ -288,16 +288,13 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
 
 def _identity(obj: dict[str, Any]) -> str:
     """What makes two objects the same object to the cluster (the API group rather than the version: two
-    versions of one kind are still one object), loosely enough that any clash the whole render would report
-    is a clash here; as the JSON text of [group, kind, namespace, name]."""
-    import orjson
-
+    versions of one kind are still one object), as one string. Loose on purpose: two objects the whole render
+    would call the same always meet here, and any other meeting only sends the render to the whole pipeline."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     api, ns = obj.get("apiVersion"), meta.get("namespace")
     group = api.rpartition("/")[0] if isinstance(api, str) else "?"
-    return orjson.dumps([group, str(obj.get("kind")), ns if isinstance(ns, str) else "",
-                         str(meta.get("name"))]).decode()
+    return f"{group}\n{obj.get('kind')}\n{ns if isinstance(ns, str) else ''}\n{meta.get('name')}"
 
 
 def _check_across(files: list[_File], pool_objects: list[dict[str, Any]]) -> None:
