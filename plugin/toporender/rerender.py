@@ -324,34 +324,51 @@ def _replay_warnings(files: list[_File]) -> list[Diagnostic]:
 
 
 class _Outcomes:
-    """Each placed gang's outcome as the plan memo writes it (a row of
-    :func:`toporender.placement.outcomes.outcomes_json`), turned into a ``GangOutcome`` only for the gangs whose
+    """Each placed gang's outcome as the orjson text of its plan memo row (a row of
+    :func:`toporender.placement.outcomes.outcomes_json`), read into a ``GangOutcome`` only for the gangs whose
     objects are annotated in this render; ``direct`` holds what was packed now, used as it is."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, list[Any]] = {}
+        self.rows: dict[str, str] = {}
         self.direct: dict[str, GangOutcome] = {}
 
     def outcome(self, key: str) -> GangOutcome:
+        import orjson
+
         from toporender.placement.outcomes import outcomes_from_json
 
         if key in self.direct:
             return self.direct[key]
-        found = outcomes_from_json([self.rows[key]])
+        found = outcomes_from_json([orjson.loads(self.rows[key])])
         if found is None or key not in found:
             raise _Whole
         return found[key]
 
 
-def _rows(data: Any, keys: list[str]) -> dict[str, list[Any]] | None:
-    """The plan memo's rows for gangs ``keys`` (in that order), or None for anything else."""
+def _rows(data: Any, keys: list[str]) -> list[list[Any]] | None:
+    """The ``rows`` entry of a pool's packing, ``[key, placed, reason, row text]`` per gang ``keys`` in that
+    order, or None for anything else. It holds the plan memo's rows as text, which reads in a tenth of the time
+    the rows themselves take, and what the placement warnings need beside."""
+    if not isinstance(data, list) or len(data) != len(keys):
+        return None
+    for item, key in zip(data, keys):
+        if not isinstance(item, list) or len(item) != 4 or item[0] != key or not isinstance(item[1], bool) or \
+                not (item[2] is None or isinstance(item[2], str)) or not isinstance(item[3], str):
+            return None
+    return data
+
+
+def _memo_rows(data: Any, keys: list[str]) -> list[list[Any]] | None:
+    """The plan memo's rows for gangs ``keys`` (in that order) as a ``rows`` entry holds them, or None."""
+    import orjson
+
     if not isinstance(data, list) or len(data) != len(keys):
         return None
     for row, key in zip(data, keys):
         if not isinstance(row, list) or len(row) != 10 or row[0] != key or not isinstance(row[5], bool) or \
                 not (row[6] is None or isinstance(row[6], str)):
             return None
-    return dict(zip(keys, data))
+    return [[row[0], row[5], row[6], orjson.dumps(row).decode()] for row in data]
 
 
 def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
@@ -393,18 +410,26 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
         keys = [g["key"] for _, g in members]
         demands = ("[" + ",".join(g["demand"] for _, g in members) + "]").encode()
         key = memo_key(target.read_bytes(), path, pool["levels"], demands, pool["node_selector"])
-        rows = _rows(memo.get(key), keys)
+        rows_key = digest(code_fingerprint(), "rows", key)
+        rows = _rows(_read_json(store, "rows", rows_key), keys)
         if rows is None:
-            packed = _pack(target, path, pool, [g["demand"] for _, g in members])
-            data = outcomes_json(packed)
-            back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
-            if back is not None and all(same(back[k], o) for k, o in packed.items()):
-                memo.put(key, data)
-            outcomes.direct.update(packed)
-            rows = dict(zip(keys, data))
-        outcomes.rows.update(rows)
-        for f, g in members:
-            _, _, _, _, _, placed, reason, *_ = rows[g["key"]]
+            rows = _memo_rows(memo.get(key), keys)
+            exact = True
+            if rows is None:
+                packed = _pack(target, path, pool, [g["demand"] for _, g in members])
+                data = outcomes_json(packed)
+                back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
+                exact = back is not None and all(same(back[k], o) for k, o in packed.items())
+                if exact:
+                    memo.put(key, data)
+                outcomes.direct.update(packed)
+                rows = _memo_rows(data, keys)
+                if rows is None:
+                    raise _Whole
+            if exact:  # rows that do not read back as the outcomes they came from are never stored
+                store.write("rows", rows_key, orjson.dumps(rows))
+        for (f, g), (_, placed, reason, text) in zip(members, rows):
+            outcomes.rows[g["key"]] = text
             if not placed:
                 if pool["strict"]:
                     raise _Whole
@@ -452,7 +477,6 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
     outcomes, else annotated and written now (from its ``objects`` entry, or built again when that is gone or
     damaged); what is written now is checked with the pool objects (which are checked too when the context is
     new)."""
-    import orjson
 
     from toporender.emit.stream import dump_chunks
     from toporender.placement.outcomes import annotate_objects
@@ -466,8 +490,8 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
     missing: list[_File] = []
     for f in files:
         gangs = f.summary["gangs"]
-        emit_key = digest(f.key, fmt, orjson.dumps([outcomes.rows[g["key"]] for g in gangs
-                                                     if g["key"] in outcomes.rows]))
+        emit_key = digest(f.key, fmt, "[" + ",".join(outcomes.rows[g["key"]] for g in gangs
+                                                   if g["key"] in outcomes.rows) + "]")
         out.parts.append(emit_key)
         if f.objects is None:
             raw = store.read("emit", emit_key)

@@ -137,20 +137,22 @@ def damaged(entry: Path, damage: str) -> bytes:
         key = "0" * 64
     else:
         payload = {"file": b'{"name":"a","gangs":[{"key":5}],"warnings":[],"idents":[]}', "objects": b"[[[],[]]]",
-                   "context": b'{"pools":[],"pool_objects":{}}', "plan": b'[["x"]]'}[kind]
+                   "context": b'{"pools":[],"pool_objects":{}}', "plan": b'[["x"]]',
+                   "rows": b'[["workflows/a.yaml#g",true,null,"[]"]]'}[kind]
     return f"{cache.FORMAT} {kind} {key} {len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode() + payload
 
 
 @pytest.mark.parametrize(("kind", "damage"), [
-    (kind, damage) for kind in ("file", "objects", "emit", "context", "plan")
+    (kind, damage) for kind in ("file", "objects", "emit", "context", "plan", "rows")
     for damage in ("truncate", "flip", "foreign", "another-shape") if (kind, damage) != ("emit", "another-shape")])
 def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path: Path, cache_dir: Path, kind: str, damage: str) -> None:
     repo = small_repo(tmp_path / "repo")
     (repo / "nodes.yaml").write_text(inventory(2))
     assert_same(repo)
-    if kind == "objects":  # objects are read when a file's outcomes change and its emit entry is not there
-        for emit in (cache_dir / "v1").glob("emit-*"):
-            emit.unlink()
+    read_after = {"objects": "emit", "plan": "rows"}  # read only when the entries of this kind are not there
+    if kind in read_after:
+        for path in (cache_dir / "v1").glob(f"{read_after[kind]}-*"):
+            path.unlink()
     good = {p: p.read_bytes() for p in (cache_dir / "v1").glob(f"{kind}-*")}
     for path in good:
         path.write_bytes(damaged(path, damage))
