@@ -30,6 +30,7 @@ renders or fails exactly as without a cache, so the output is the same bytes eit
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ from toporender.options import RenderOptions
 
 if TYPE_CHECKING:
     from toporender.expand.gangs import Gang
+    from toporender.placement.inventory import Inventory
     from toporender.placement.outcomes import GangOutcome
 
 MAX_OBJECTS = 1_000_000
@@ -186,7 +188,7 @@ def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: 
     out.warnings = _replay_warnings(built)
     outcomes = _Outcomes()
     if context["placement"]:
-        outcomes, lock, placement_warnings = _place(root, store, context, built)
+        outcomes, lock, placement_warnings = _place(root, store, context, built, out.writes)
         out.lock = lock
         out.warnings += placement_warnings
 
@@ -371,10 +373,12 @@ def _memo_rows(data: Any, keys: list[str]) -> list[list[Any]] | None:
     return [[row[0], row[5], row[6], orjson.dumps(row).decode()] for row in data]
 
 
-def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
-           ) -> tuple[_Outcomes, str, list[Diagnostic]]:
+def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File],
+           writes: list[tuple[str, str, bytes]]) -> tuple[_Outcomes, str, list[Diagnostic]]:
     """Outcomes per gang key, the lock and the placement warnings, as the pack stage gives them: each pool's
-    outcomes from the plan memo when its demands and inventory are the ones packed before, else packed now."""
+    outcomes from the plan memo when its demands and inventory are the ones packed before, else packed now.
+    What it learns goes to ``writes``, stored only when the inputs held still while the render ran (the
+    inventory is read twice: for the key, and by the reader)."""
     import orjson
 
     from toporender.load.walk import inside
@@ -409,25 +413,27 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
             raise _Whole
         keys = [g["key"] for _, g in members]
         demands = ("[" + ",".join(g["demand"] for _, g in members) + "]").encode()
-        key = memo_key(target.read_bytes(), path, pool["levels"], demands, pool["node_selector"])
+        inventory = target.read_bytes()
+        key = memo_key(inventory, path, pool["levels"], demands, pool["node_selector"])
         rows_key = digest(code_fingerprint(), "rows", key)
         rows = _rows(_read_json(store, "rows", rows_key), keys)
         if rows is None:
             rows = _memo_rows(memo.get(key), keys)
             exact = True
             if rows is None:
-                packed = _pack(target, path, pool, [g["demand"] for _, g in members])
+                packed = _pack(store, target, path, hashlib.sha256(inventory).hexdigest(), pool,
+                               [g["demand"] for _, g in members], writes)
                 data = outcomes_json(packed)
                 back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
                 exact = back is not None and all(same(back[k], o) for k, o in packed.items())
                 if exact:
-                    memo.put(key, data)
+                    writes.append(("plan", digest(code_fingerprint(), key), orjson.dumps(data)))
                 outcomes.direct.update(packed)
                 rows = _memo_rows(data, keys)
                 if rows is None:
                     raise _Whole
             if exact:  # rows that do not read back as the outcomes they came from are never stored
-                store.write("rows", rows_key, orjson.dumps(rows))
+                writes.append(("rows", rows_key, orjson.dumps(rows)))
         for (f, g), (_, placed, reason, text) in zip(members, rows):
             outcomes.rows[g["key"]] = text
             if not placed:
@@ -438,22 +444,58 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
     return outcomes, lock_lines([g["key"] for _, g in arrived]), warnings
 
 
-def _pack(target: Path, path: str, pool: dict[str, Any], demands: list[Any]) -> dict[str, GangOutcome]:
-    """Pack a pool's gangs (their demands as stored, in arrival order) into the inventory at ``target``."""
+def _pack(store: Store, target: Path, path: str, sha: str, pool: dict[str, Any], demands: list[Any],
+          writes: list[tuple[str, str, bytes]]) -> dict[str, GangOutcome]:
+    """Pack a pool's gangs (their demands as stored, in arrival order) into the inventory at ``target`` (whose
+    bytes have SHA-256 ``sha``)."""
     import orjson
 
-    from toporender.placement.nodelist import read_inventory
     from toporender.placement.outcomes import GangOutcome, demand_from_json
     from toporender.placement.packer import pack
     from toporender.placement.plan import gang_hash
 
     try:
         gangs = [demand_from_json(orjson.loads(d)) for d in demands]
-        inventory = read_inventory(target, path)
+        inventory = _inventory(store, target, path, sha, writes)
         plan = pack(inventory, pool["levels"], gangs, node_selector=pool["node_selector"])
     except (UserError, KeyError, TypeError, ValueError, AttributeError, IndexError):
         raise _Whole from None
     return {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key])) for g in gangs}
+
+
+def _inventory(store: Store, target: Path, path: str, sha: str, writes: list[tuple[str, str, bytes]]) -> Inventory:
+    """The inventory at ``target``: its nodes from an ``inventory`` entry keyed by its bytes (a compact JSON list
+    of the nodes, read in a fraction of the YAML's time), else read and, when it is a compact inventory
+    (positions come from the file, read again only for a message), stored."""
+    import orjson
+
+    from toporender.placement.inventory import Inventory, Node, Taint
+    from toporender.placement.nodelist import FilePositions, read_inventory
+
+    def nodes_from(data: Any) -> list[Node]:
+        return [Node(name, labels, gpus, used, unschedulable, tuple(Taint(k, v, e) for k, v, e in taints))
+                for name, labels, gpus, used, unschedulable, taints in data]
+
+    key = digest(code_fingerprint(), "inventory", path, sha)
+    data = _read_json(store, "inventory", key)
+    if isinstance(data, list):
+        try:
+            nodes = nodes_from(data)
+            if all(type(n.name) is str and type(n.labels) is dict and type(n.gpus) is int
+                   and type(n.used_gpus) is int and type(n.unschedulable) is bool for n in nodes):
+                return Inventory.of(nodes, path, FilePositions(target, path, (n.name for n in nodes)))
+        except (TypeError, ValueError):
+            pass
+    inventory = read_inventory(target, path)
+    if isinstance(inventory.positions, FilePositions):
+        try:
+            raw = orjson.dumps([[n.name, n.labels, n.gpus, n.used_gpus, n.unschedulable,
+                                 [[t.key, t.value, t.effect] for t in n.taints]] for n in inventory.nodes])
+        except TypeError:
+            return inventory
+        if tuple(nodes_from(orjson.loads(raw))) == inventory.nodes:
+            writes.append(("inventory", key, raw))
+    return inventory
 
 
 def _gang_pos(root: Path, f: _File, gang: dict[str, Any]) -> Position:

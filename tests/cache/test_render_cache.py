@@ -87,7 +87,8 @@ EDITS = st.one_of(
     st.tuples(st.just("inventory"), st.integers(0, 8)),
     st.tuples(st.just("lock"), st.permutations(["workflows/a.yaml#g", "workflows/b.yaml#g", "workflows/c.yaml#g"])),
     st.tuples(st.just("unlock")),
-    st.tuples(st.just("evict"), st.sampled_from(["render", "file", "objects", "emit", "context", "plan", "rows"])),
+    st.tuples(st.just("evict"), st.sampled_from(["render", "file", "objects", "emit", "context", "plan", "rows",
+                                                         "inventory"])),
 )
 
 

@@ -138,20 +138,20 @@ def damaged(entry: Path, damage: str) -> bytes:
     else:
         payload = {"file": b'{"name":"a","gangs":[{"key":5}],"warnings":[],"idents":[]}', "objects": b"[[[],[]]]",
                    "context": b'{"pools":[],"pool_objects":{}}', "plan": b'[["x"]]',
-                   "rows": b'[["workflows/a.yaml#g",true,null,"[]"]]'}[kind]
+                   "rows": b'[["workflows/a.yaml#g",true,null,"[]"]]', "inventory": b'[["n",{},"4",0,false,[]]]'}[kind]
     return f"{cache.FORMAT} {kind} {key} {len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode() + payload
 
 
 @pytest.mark.parametrize(("kind", "damage"), [
-    (kind, damage) for kind in ("file", "objects", "emit", "context", "plan", "rows")
+    (kind, damage) for kind in ("file", "objects", "emit", "context", "plan", "rows", "inventory")
     for damage in ("truncate", "flip", "foreign", "another-shape") if (kind, damage) != ("emit", "another-shape")])
 def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path: Path, cache_dir: Path, kind: str, damage: str) -> None:
     repo = small_repo(tmp_path / "repo")
     (repo / "nodes.yaml").write_text(inventory(2))
     assert_same(repo)
-    read_after = {"objects": "emit", "plan": "rows"}  # read only when the entries of this kind are not there
-    if kind in read_after:
-        for path in (cache_dir / "v1").glob(f"{read_after[kind]}-*"):
+    read_after = {"objects": ["emit"], "plan": ["rows"], "inventory": ["rows", "plan"]}  # read only without these
+    for other in read_after.get(kind, []):
+        for path in (cache_dir / "v1").glob(f"{other}-*"):
             path.unlink()
     good = {p: p.read_bytes() for p in (cache_dir / "v1").glob(f"{kind}-*")}
     for path in good:
@@ -225,3 +225,22 @@ def test_the_plan_memo_key_reads_the_same_from_json_demands(tmp_path: Path) -> N
     h = hashlib.sha256(b"inv")
     h.update(orjson.dumps(["nodes.yaml", ["z"], [], demands]))
     assert outcomes.memo_key(b"inv", "nodes.yaml", ["z"], text, {}) == h.hexdigest() == expected
+
+
+def test_a_new_demand_packs_the_stored_inventory_without_reading_it(tmp_path: Path, cache_dir: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from toporender.placement import nodelist
+
+    repo = small_repo(tmp_path / "repo")
+    (repo / "nodes.yaml").write_text(inventory(3))
+    assert_same(repo)
+    reads: list[str] = []
+    real = nodelist.read_inventory
+    monkeypatch.setattr(nodelist, "read_inventory", lambda path, display: reads.append(display) or real(path, display))
+    for gpu in (2, 1):  # a new demand each time, the same inventory: packed again from its stored nodes
+        (repo / "workflows/a.yaml").write_text(job("a", gpu=gpu))
+        out = run_cli("render", str(repo))
+        assert reads == []
+        assert out.stdout == run_cli("render", "--no-cache", str(repo)).stdout
+        reads.clear()
+    assert kinds(cache_dir)["inventory"] == 1
