@@ -487,14 +487,15 @@ def _inventory(store: Store, target: Path, path: str, sha: str, writes: list[tup
         except (TypeError, ValueError):
             pass
     inventory = read_inventory(target, path)
-    if isinstance(inventory.positions, FilePositions):
-        try:
+    if isinstance(inventory.positions, FilePositions) and all(
+            type(n.name) is str and type(n.labels) is dict and type(n.gpus) is int and type(n.used_gpus) is int
+            and type(n.unschedulable) is bool for n in inventory.nodes):
+        try:  # JSON gives these types back as they are (labels: str to str, as both readers check)
             raw = orjson.dumps([[n.name, n.labels, n.gpus, n.used_gpus, n.unschedulable,
                                  [[t.key, t.value, t.effect] for t in n.taints]] for n in inventory.nodes])
         except TypeError:
             return inventory
-        if tuple(nodes_from(orjson.loads(raw))) == inventory.nodes:
-            writes.append(("inventory", key, raw))
+        writes.append(("inventory", key, raw))
     return inventory
 
 
