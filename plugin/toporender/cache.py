@@ -7,6 +7,9 @@ inventories the config names, read with a plain YAML read of the config before a
 removed or edited file is a new key, so a stale render is never served. The render checks that its own parse
 of the config names the same patterns and inventories, and takes the key again afterwards, before it stores.
 
+Besides whole renders it keeps the parts a render is made of, per workflow file, per packing and per
+inventory, from which :mod:`toporender.rerender` renders again only what changed.
+
 Only successful renders are stored. A bad input renders uncached every time and fails exactly as without a
 cache. The cache directory may be shared or written by someone else, so nothing in it is trusted: entries are
 plain bytes behind a versioned header with their kind, key, length and SHA-256; anything that does not match

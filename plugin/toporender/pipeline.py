@@ -282,7 +282,12 @@ def verify_output(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang |
     Runs :func:`toporender.validation.output_problems` over the whole render, and writes nothing when it finds
     a problem. An object a group template made is the template's to fix, so the message points at the
     template. Anything else toporender built itself, from inputs it has already checked: that is a bug in
-    toporender, and the message says so and names the workflow group (or pool config) it came from."""
+    toporender, and the message says so and names the workflow group (or pool config) it came from.
+
+    A render from the cache's per-file entries (:mod:`toporender.rerender`) runs the same check on the objects it
+    builds or annotates, with the pool objects, and writes the other files' bytes as stored: those passed this
+    check in the render that stored them, and the rules spanning objects link only one gang's objects and the
+    pool objects, apart from identities, which it checks over every file. A problem sends it here."""
     from toporender.validation import output_problems
 
     problems = output_problems(objects, kai_version=kai_schema_version(repo.config))

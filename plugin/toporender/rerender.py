@@ -7,7 +7,10 @@ Besides whole renders, the cache (:mod:`toporender.cache`) keeps, in plain JSON 
   packer need of it (the workflow's name; each gang's key, pool, tasks and demand; each object's identity; its
   build warnings), and ``objects``: its objects as built, before placement annotates them;
 * ``emit``: a file's objects annotated with given packing outcomes and written in one format, the outcomes in
-  the key.
+  the key;
+* ``rows``, beside the plan memo (:class:`toporender.cache.Plans`): its rows as text, so a render reads only
+  the rows of the gangs it annotates; ``inventory``: a compact inventory's nodes, keyed by its bytes, for a
+  packing of new demands.
 
 A render reads them; the workflow files it holds nothing for are loaded, expanded and built as a whole render
 builds them (:func:`toporender.pipeline.build_files`), and only those import the loader and the builders. What
@@ -289,14 +292,11 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
 
 
 def _identity(obj: dict[str, Any]) -> str:
-    """What makes two objects the same object to the cluster (the API group rather than the version: two
-    versions of one kind are still one object), as one string. Loose on purpose: two objects the whole render
-    would call the same always meet here, and any other meeting only sends the render to the whole pipeline."""
+    """An object's kind and name, as one string. Coarser than the identities the whole render compares (API
+    group or version, kind, namespace, name) on purpose: two objects it calls the same always meet here, and
+    any other meeting (one name in two namespaces) only sends the render to the whole pipeline."""
     meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    api, ns = obj.get("apiVersion"), meta.get("namespace")
-    group = api.rpartition("/")[0] if isinstance(api, str) else "?"
-    return f"{group}\n{obj.get('kind')}\n{ns if isinstance(ns, str) else ''}\n{meta.get('name')}"
+    return f"{obj.get('kind')}\n{meta.get('name') if isinstance(meta, dict) else None}"
 
 
 def _check_across(files: list[_File], pool_objects: list[dict[str, Any]]) -> None:
