@@ -110,8 +110,8 @@ def render_stream(root: Path, options: RenderOptions, fmt: str, store: Store | N
         if found is not None and found.taken is not None:
             try:
                 done = _by_file(root, options, fmt, store, found.taken)
-            except (_Whole, KeyError, TypeError, ValueError, IndexError, AttributeError):
-                done = None  # the stored data is not what a render writes: the whole pipeline decides
+            except (_Whole, OSError, KeyError, TypeError, ValueError, IndexError, AttributeError):
+                done = None  # a file that went away, or stored data no render writes: the whole pipeline decides
             if done is not None:
                 store_render(store, root, f"stream-{fmt}", options, found.taken, done)
                 return done.pieces, done.warnings
@@ -333,6 +333,8 @@ class _Outcomes:
     def __init__(self) -> None:
         self.rows: dict[str, str] = {}
         self.direct: dict[str, GangOutcome] = {}
+        self.inexact: set[str] = set()
+        """Gangs packed now whose rows do not read back as their outcomes: their files' bytes are not stored."""
 
     def outcome(self, key: str) -> GangOutcome:
         import orjson
@@ -429,6 +431,8 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
                 if exact:
                     writes.append(("plan", digest(code_fingerprint(), key), orjson.dumps(data)))
                 outcomes.direct.update(packed)
+                if not exact:
+                    outcomes.inexact.update(packed)
                 rows = _memo_rows(data, keys)
                 if rows is None:
                     raise _Whole
@@ -561,7 +565,8 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
         fresh += flat
         data = b"".join(dump_chunks(flat, fmt))
         out.pieces.append(data)
-        emits.append((emit_key, data))
+        if not any(g["key"] in outcomes.inexact for g in gangs):
+            emits.append((emit_key, data))
     if fresh or new_context:
         from toporender.validation import output_problems
 
