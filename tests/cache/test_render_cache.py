@@ -274,16 +274,18 @@ def test_entries_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_concurrent_renders_share_a_cache(tmp_path: Path) -> None:
     repo = small_repo(tmp_path / "repo")
-    want = run_cli("render", "--no-cache", str(repo)).stdout
     env = {**os.environ, "TOPORENDER_CACHE_DIR": str(tmp_path / "cache")}
-    for _ in range(2):
+    for edit in (None, None, ("image", "a", 2), ("inventory", 5)):  # all built, a hit, one file, a repack
+        if edit is not None:
+            apply(repo, edit)
+        plain = run_cli("render", "--no-cache", str(repo))
         procs = [subprocess.Popen([sys.executable, "-m", "toporender", "render", str(repo)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0] * 4
-        assert all(out.decode() == want and err == b"" for out, err in outs)
+        assert all((out.decode(), err.decode()) == (plain.stdout, plain.stderr) for out, err in outs)
     names = [p.name for p in (tmp_path / "cache" / "v1").iterdir()]
-    assert len([n for n in names if n.startswith("render-")]) == 1 and not any(n.startswith(".tmp-") for n in names)
+    assert len([n for n in names if n.startswith("render-")]) == 3 and not any(n.startswith(".tmp-") for n in names)
 
 
 def test_argocd_generate_uses_the_cache(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
