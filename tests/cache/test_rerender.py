@@ -219,12 +219,9 @@ def test_the_plan_memo_key_reads_the_same_from_json_demands(tmp_path: Path) -> N
     text = ("[" + ",".join(orjson.dumps(d).decode() for d in demands) + "]").encode()
     assert text == orjson.dumps(demands)
     assert [outcomes.demand_from_json(orjson.loads(orjson.dumps(d))) for d in demands] == demands
-    head = orjson.dumps(["nodes.yaml", ["z"], []])
-    expected = hashlib.sha256(b"inv" + head[:-1] + b"," + orjson.dumps(demands) + b"]").hexdigest()
-    assert outcomes.memo_key(b"inv", "nodes.yaml", ["z"], text, {}) != ""
-    h = hashlib.sha256(b"inv")
-    h.update(orjson.dumps(["nodes.yaml", ["z"], [], demands]))
-    assert outcomes.memo_key(b"inv", "nodes.yaml", ["z"], text, {}) == h.hexdigest() == expected
+    before = hashlib.sha256(b"inv")  # the key the memo had before its demands could come as text
+    before.update(orjson.dumps(["nodes.yaml", ["z"], [], demands]))
+    assert outcomes.memo_key(b"inv", "nodes.yaml", ["z"], text, {}) == before.hexdigest()
 
 
 def test_a_new_demand_packs_the_stored_inventory_without_reading_it(tmp_path: Path, cache_dir: Path,
