@@ -7,6 +7,9 @@ inventories the config names, read with a plain YAML read of the config before a
 removed or edited file is a new key, so a stale render is never served. The render checks that its own parse
 of the config names the same patterns and inventories, and takes the key again afterwards, before it stores.
 
+Besides whole renders it keeps the parts a render is made of, per workflow file, per packing and per
+inventory, from which :mod:`toporender.rerender` renders again only what changed.
+
 Only successful renders are stored. A bad input renders uncached every time and fails exactly as without a
 cache. The cache directory may be shared or written by someone else, so nothing in it is trusted: entries are
 plain bytes behind a versioned header with their kind, key, length and SHA-256; anything that does not match
@@ -131,8 +134,10 @@ class Store:
             os.utime(path)
         return payload
 
-    def write(self, kind: str, key: str, payload: bytes) -> None:
-        """Store ``payload``; a failure to write (read-only or full disk) only costs the next render time."""
+    def write(self, kind: str, key: str, payload: bytes, *, evict: bool = True) -> None:
+        """Store ``payload``; a failure to write (read-only or full disk) only costs the next render time.
+        ``evict=False`` leaves trimming the directory to a later write (a render that writes several entries
+        scans the directory once)."""
         if len(payload) > MAX_ENTRY_BYTES:
             return
         head = f"{FORMAT} {kind} {key} {len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode()
@@ -148,9 +153,10 @@ class Store:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             return
-        self._evict()
+        if evict:
+            self.evict()
 
-    def _evict(self) -> None:
+    def evict(self) -> None:
         """Drop the least recently used entries once the directory holds more than its cap (to 3/4 of it)."""
         entries = []
         with contextlib.suppress(OSError), os.scandir(self.directory) as scan:
@@ -243,20 +249,33 @@ def config_inputs(config: bytes, inventory: str | None) -> Inputs | None:
     return Inputs(tuple(patterns), tuple(sorted({n for n in named if isinstance(n, str)})))
 
 
-def _file_hash(root: Path, rel: str) -> str:
-    """SHA-256 of a regular file inside the repo ("-" when nothing is there); raises OSError for anything a
-    render would refuse or report (a link out of the repo, a folder, a path that leaves the repo)."""
+def _file_hash(root: Path, rel: str) -> tuple[str, int]:
+    """SHA-256 and size of a regular file inside the repo (("-", 0) when nothing is there); raises OSError for
+    anything a render would refuse or report (a link out of the repo, a folder, a path that leaves the repo)."""
     if os.path.isabs(rel) or ".." in Path(rel).parts:
         raise OSError(f"{rel} is outside the repo")
     path = root / rel
     if not os.path.lexists(path):
-        return "-"
+        return "-", 0
     if not walk.inside(root, path) or not path.is_file():
         raise OSError(f"{rel} is not a regular file inside the repo")
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    data = path.read_bytes()
+    return hashlib.sha256(data).hexdigest(), len(data)
 
 
-def render_key(root: Path, what: str, inventory: str | None) -> tuple[str, Inputs] | None:
+@dataclass(frozen=True)
+class Taken:
+    """A render's key and what it was taken from: the config's hash, and each workflow file's (in the order a
+    render reads them) with its size, and the hashes of the lock and inventory files."""
+
+    key: str
+    inputs: Inputs
+    config: str
+    files: tuple[tuple[str, str, int], ...]
+    others: tuple[tuple[str, str], ...]
+
+
+def render_key(root: Path, what: str, inventory: str | None) -> Taken | None:
     """The key of rendering ``root`` with ``what`` (options and output kind): toporender's code, the config's
     bytes, and the content of every file the render reads. None when the repo is one a render would refuse
     (a missing or unusual config, a pattern that matches something unreadable): those render uncached."""
@@ -271,10 +290,12 @@ def render_key(root: Path, what: str, inventory: str | None) -> tuple[str, Input
         found = walk.find(root, list(inputs.patterns), {CONFIG_FILE})
         if found.problems:
             return None
+        files = tuple((rel, *_file_hash(root, rel)) for rel in sorted(found.files))
+        others = tuple((rel, _file_hash(root, rel)[0]) for rel in (LOCK_FILE, *inputs.inventories))
         parts: list[bytes | str] = [FORMAT, code_fingerprint(), what, raw]
-        parts += [f"w\0{rel}\0{_file_hash(root, rel)}" for rel in sorted(found.files)]
-        parts += [f"x\0{rel}\0{_file_hash(root, rel)}" for rel in (LOCK_FILE, *inputs.inventories)]
-        return digest(*parts), inputs
+        parts += [f"w\0{rel}\0{sha}" for rel, sha, _ in files]
+        parts += [f"x\0{rel}\0{sha}" for rel, sha in others]
+        return Taken(digest(*parts), inputs, hashlib.sha256(raw).hexdigest(), files, others)
     except (OSError, walk.TooManyEntries, ValueError):
         return None
 
@@ -286,7 +307,20 @@ class Found:
     key: str
     inputs: Inputs
     meta: dict[str, Any] | None = None
-    body: memoryview | bytes = b""
+    head: memoryview | bytes = b""
+    parts: tuple[memoryview, ...] = ()
+    """The ``emit`` entries a render written file by file lists after its own body (:func:`pack_entry`)."""
+    taken: Taken | None = None
+
+    @property
+    def pieces(self) -> list[memoryview | bytes]:
+        """The stored render, as the pieces to write one after the other."""
+        return [p for p in (self.head, *self.parts) if p]
+
+    @property
+    def body(self) -> memoryview | bytes:
+        """The stored render in one piece."""
+        return b"".join(self.pieces) if self.parts else self.head
 
 
 def find(store: Store, root: Path, kind: str, options: RenderOptions, *, read: bool = True) -> Found | None:
@@ -296,18 +330,24 @@ def find(store: Store, root: Path, kind: str, options: RenderOptions, *, read: b
     taken = render_key(root, f"{kind} {options!r}", options.inventory)
     if taken is None:
         return None
-    key, inputs = taken
+    key, inputs = taken.key, taken.inputs
     payload = store.read("render", key) if read else None
     entry = unpack_entry(payload) if payload is not None else None
     if entry is not None:
         meta, body = entry
         try:
             diagnostics_from_json(meta["warnings"])
+            names = meta.get("parts", [])
+            if not isinstance(names, list) or not all(isinstance(p, str) and len(p) == 64 for p in names):
+                raise ValueError("bad parts")
+            parts = tuple(p for p in (store.read("emit", name) for name in names) if p is not None)
+            if len(parts) != len(names):
+                raise ValueError("a part is gone")
             if meta["lock"] is None or isinstance(meta["lock"], str):
-                return Found(key, inputs, meta, body)
+                return Found(key, inputs, meta, body, parts, taken)
         except (KeyError, TypeError, ValueError):
             pass
-    return Found(key, inputs)
+    return Found(key, inputs, taken=taken)
 
 
 def diagnostics_to_json(diags: list[Diagnostic]) -> list[Any]:
@@ -334,7 +374,11 @@ def diagnostics_from_json(items: Any) -> list[Diagnostic]:
 
 
 def pack_entry(meta: dict[str, Any], body: bytes) -> bytes:
-    """One entry: a JSON header line (warnings, lock, ...) then the body bytes as they are."""
+    """One entry: a JSON header line (warnings, lock, ...) then the body bytes as they are.
+
+    A render written file by file (:mod:`toporender.rerender`) lists its files' ``emit`` entries under
+    ``parts`` instead of copying them: its body is the pool objects, and the files' bytes follow from those
+    entries (a part that is gone makes the whole entry a miss)."""
     return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode() + b"\n" + body
 
 

@@ -168,8 +168,7 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
            inventory_docs: list[Document] | None = None, memo: PlanMemo | None = None) -> RenderResult:
     """The pipeline over a loaded repo; ``memo`` keeps the packer's outcomes between renders."""
     sink = DiagnosticSink()
-    if options.sync_waves is not None:
-        repo = replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
+    repo = with_options(repo, options)
     gangs = _expand(repo, options, sink)
     pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects,
                              inventory=options.inventory, inventory_docs=inventory_docs)
@@ -196,6 +195,60 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
     check_identities(objects, lambda i: _origin(repo, objects[i], owners[i]))
     verify_output(repo, objects, owners)
     return result
+
+
+def with_options(repo: Repo, options: RenderOptions) -> Repo:
+    """The repo as this render reads it: ``options.sync_waves`` overrides the config's."""
+    if options.sync_waves is None:
+        return repo
+    return replace(repo, config=repo.config.model_copy(update={"sync_waves": options.sync_waves}))
+
+
+Tagged = list[tuple[Diagnostic, str | None]]
+"""A file's build warnings, each with the template it warns about once per render (None: every time)."""
+
+
+class _Tagging(DiagnosticSink):
+    """A sink that tags each warning with the template name its build step adds to ``warned`` just before
+    warning, so a render that builds some files and takes the rest from the cache can replay the once-per-render
+    warnings in the order a whole render gives them."""
+
+    def __init__(self, warned: set[str]) -> None:
+        super().__init__()
+        self.warned = warned
+        self.tagged: Tagged = []
+
+    def warn(self, message: str, pos: Position | None = None) -> None:
+        super().warn(message, pos)
+        new = self.warned.difference(tag for _, tag in self.tagged if tag is not None)
+        self.tagged.append((self.warnings[-1], min(new) if new else None))
+
+
+def build_files(repo: Repo, options: RenderOptions
+                ) -> tuple[Repo, list[dict[str, Any]], dict[str, tuple[list[BuiltGang], Tagged]]]:
+    """The part of :func:`render` that reads the config and each workflow file on its own: validate, expand
+    and build each file's gangs (without placement), each file with its own once-per-render warnings. With the
+    pool objects; raises what :func:`render` raises for the same files, though not always the same errors.
+
+    The render cache builds only the files it has not seen; the checks across files (workflow names, object
+    identities) and placement are its to run over what it stored of every file (:mod:`toporender.rerender`)."""
+    sink = DiagnosticSink()
+    repo = with_options(repo, options)
+    gangs = _expand(repo, options, sink)
+    pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects,
+                             inventory=options.inventory)
+    by_source: dict[str, list[Gang]] = {}
+    for gang in gangs:
+        by_source.setdefault(gang.source, []).append(gang)
+    files: dict[str, tuple[list[BuiltGang], Tagged]] = {}
+    for source, members in by_source.items():
+        warned: set[str] = set()
+        tagging = _Tagging(warned)
+        built = build_gangs(repo, members, tagging, warned)
+        if repo.config.policy.pod_security == "restricted":
+            check_restricted(repo, built)
+        files[source] = (built, tagging.tagged)
+    return repo, pool_objs, files
 
 
 def _origin(repo: Repo, obj: dict[str, Any], owner: Gang | None) -> tuple[str, Position | None]:
@@ -243,7 +296,12 @@ def verify_output(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang |
     Runs :func:`toporender.validation.output_problems` over the whole render, and writes nothing when it finds
     a problem. An object a group template made is the template's to fix, so the message points at the
     template. Anything else toporender built itself, from inputs it has already checked: that is a bug in
-    toporender, and the message says so and names the workflow group (or pool config) it came from."""
+    toporender, and the message says so and names the workflow group (or pool config) it came from.
+
+    A render from the cache's per-file entries (:mod:`toporender.rerender`) runs the same check on the objects it
+    builds or annotates, with the pool objects, and writes the other files' bytes as stored: those passed this
+    check in the render that stored them, and the rules spanning objects link only one gang's objects and the
+    pool objects, apart from identities, which it checks over every file. A problem sends it here."""
     from toporender.validation import output_problems
 
     problems = output_problems(objects, kai_version=kai_schema_version(repo.config))

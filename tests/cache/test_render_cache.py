@@ -5,6 +5,7 @@ renders sharing a cache are safe, and ``--no-cache`` / ``TOPORENDER_NO_CACHE`` w
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,7 @@ EDITS = st.one_of(
     st.tuples(st.just("workflow"), st.sampled_from(["a", "b", "c"]), st.integers(1, 2), st.integers(1, 3),
               st.sampled_from([1, 2, 4, 8])),
     st.tuples(st.just("delete"), st.sampled_from(["a", "b", "c"])),
+    st.tuples(st.just("image"), st.sampled_from(["a", "b", "c"]), st.integers(1, 3)),
     st.tuples(st.just("broken"), st.sampled_from(["a", "b", "c"]),
               st.sampled_from(["workflow: [\n", "workflow:\n  name: Bad_Name\n  tasks: []\n", "- just\n- a list\n",
                                "workflow:\n  name: x\n  tasks:\n  - {name: t, image: 5, gpu: -1}\n"])),
@@ -85,6 +87,8 @@ EDITS = st.one_of(
     st.tuples(st.just("inventory"), st.integers(0, 8)),
     st.tuples(st.just("lock"), st.permutations(["workflows/a.yaml#g", "workflows/b.yaml#g", "workflows/c.yaml#g"])),
     st.tuples(st.just("unlock")),
+    st.tuples(st.just("evict"), st.sampled_from(["render", "file", "objects", "emit", "context", "plan", "rows",
+                                                         "inventory"])),
 )
 
 
@@ -93,6 +97,11 @@ def apply(repo: Path, edit: tuple[object, ...]) -> None:
     if kind == "workflow":
         _, name, replicas, per_replica, gpu = edit
         (repo / f"workflows/{name}.yaml").write_text(job(str(name), int(replicas), int(per_replica), int(gpu)))
+    elif kind == "image":  # new objects, the same demands: the plan is reused, the file is built again
+        path = repo / f"workflows/{edit[1]}.yaml"
+        lines = (path.read_text() if path.exists() else job(str(edit[1]))).splitlines(keepends=True)
+        path.write_text("".join(re.sub(r"(, image: '[^']*')?\}\n$", f", image: 'img:{edit[2]}'}}\n", line)
+                                if "resource: rep" in line else line for line in lines))
     elif kind == "delete":
         (repo / f"workflows/{edit[1]}.yaml").unlink(missing_ok=True)
     elif kind == "broken":
@@ -103,6 +112,9 @@ def apply(repo: Path, edit: tuple[object, ...]) -> None:
         (repo / "toporender.yaml").write_text(str(edit[1]))
     elif kind == "inventory":
         (repo / "nodes.yaml").write_text(inventory(int(edit[1])))
+    elif kind == "evict":  # the cache dropped every entry of one kind (its size cap, or someone cleaning up)
+        for path in (Path(os.environ["TOPORENDER_CACHE_DIR"]) / "v1").glob(f"{edit[1]}-*"):
+            path.unlink()
     elif kind == "lock":
         order = "".join(f'- "{key}"\n' for key in edit[1])  # type: ignore[union-attr]
         (repo / "toporender.lock").write_text(f"version: 1\norder:\n{order}")
@@ -262,16 +274,18 @@ def test_entries_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_concurrent_renders_share_a_cache(tmp_path: Path) -> None:
     repo = small_repo(tmp_path / "repo")
-    want = run_cli("render", "--no-cache", str(repo)).stdout
     env = {**os.environ, "TOPORENDER_CACHE_DIR": str(tmp_path / "cache")}
-    for _ in range(2):
+    for edit in (None, None, ("image", "a", 2), ("inventory", 5)):  # all built, a hit, one file, a repack
+        if edit is not None:
+            apply(repo, edit)
+        plain = run_cli("render", "--no-cache", str(repo))
         procs = [subprocess.Popen([sys.executable, "-m", "toporender", "render", str(repo)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0] * 4
-        assert all(out.decode() == want and err == b"" for out, err in outs)
+        assert all((out.decode(), err.decode()) == (plain.stdout, plain.stderr) for out, err in outs)
     names = [p.name for p in (tmp_path / "cache" / "v1").iterdir()]
-    assert len([n for n in names if n.startswith("render-")]) == 1 and not any(n.startswith(".tmp-") for n in names)
+    assert len([n for n in names if n.startswith("render-")]) == 3 and not any(n.startswith(".tmp-") for n in names)
 
 
 def test_argocd_generate_uses_the_cache(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,6 +314,8 @@ def test_the_plan_is_reused_while_demands_and_inventory_hold(tmp_path: Path, cac
     assert_same(repo)
     assert plans(cache_dir) == [plan]
     plan.write_bytes(plan.read_bytes()[:-3])  # a damaged plan entry is packed again and rewritten
+    for rows in (cache_dir / "v1").glob("rows-*"):  # (read when the rows kept beside it are gone)
+        rows.unlink()
     (repo / "toporender.yaml").write_text(config(namespace="team-c"))
     assert assert_same(repo).code == 0
     assert plans(cache_dir) == [plan] and plan.read_bytes().endswith(b"]]")

@@ -53,9 +53,11 @@ def check_backends(repo: Repo, sink: DiagnosticSink) -> None:
             sink.error(f"pool '{name}': {msg}", repo.config_doc.pos(("pools", name) + where))
 
 
-def build_gangs(repo: Repo, gangs: Iterable[Gang], sink: DiagnosticSink) -> list[BuiltGang]:
-    """Every gang built; template problems are collected for all gangs before any is raised."""
-    warned: set[str] = set()
+def build_gangs(repo: Repo, gangs: Iterable[Gang], sink: DiagnosticSink,
+                warned: set[str] | None = None) -> list[BuiltGang]:
+    """Every gang built; template problems are collected for all gangs before any is raised. ``warned`` holds
+    the templates warned about once per render (the render cache builds a file at a time and replays them)."""
+    warned = set() if warned is None else warned
     built = [(gang, *build_gang(gang, repo, sink, warned)) for gang in gangs]
     sink.raise_if_errors()
     return built

@@ -72,9 +72,9 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, no_cache: boo
         found = find(store, directory, f"stream-{fmt}", options) if store is not None else None
         if found is not None and found.meta is not None:  # a cache hit imports none of the renderer
             report(diagnostics_from_json(found.meta["warnings"]))
-            write_stdout([found.body])
+            write_stdout(found.pieces)
             return
-        from toporender.pipeline import render_stream
+        from toporender.rerender import render_stream
 
         out, warnings = render_stream(directory, options, fmt, store, found)
         report(warnings)

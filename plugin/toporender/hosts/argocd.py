@@ -258,7 +258,8 @@ def parse_request(environ: Mapping[str, str]) -> GenerateRequest:
 def generate(app_dir: Path, environ: Mapping[str, str]) -> tuple[Sequence[bytes | memoryview], list[Diagnostic]]:
     """Render ``app_dir`` for one Argo CD request; returns (stdout as UTF-8 pieces, warnings)."""
     from toporender.cache import open_store
-    from toporender.pipeline import RenderOptions, render_stream
+    from toporender.options import RenderOptions
+    from toporender.rerender import render_stream
 
     req = parse_request(environ)
     options = RenderOptions(

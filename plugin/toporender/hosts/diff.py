@@ -21,7 +21,7 @@ from typing import Any
 from toporender.build.objects import REVISION, SYNC_OPTIONS
 from toporender.errors import Position, fail
 from toporender.pipeline import RenderResult, plan_repo, render_repo
-from toporender.placement.stage import PLACEMENT, REASON
+from toporender.placement.outcomes import PLACEMENT, REASON
 
 MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
 GangKey = tuple[str, str]

@@ -31,7 +31,7 @@ from toporender.load import walk
 from toporender.load.models import RepoConfig
 from toporender.load.repo import CONFIG_FILE, load_config, single_document
 from toporender.pipeline import RenderOptions, RenderResult, render_repo
-from toporender.placement.stage import LOCK_FILE
+from toporender.placement.outcomes import LOCK_FILE
 
 GOLDEN_SUFFIXES = (".yaml", ".yml")
 HEADER = "# Written by 'toporender golden' from {source}; do not edit, re-run it instead.\n"

@@ -10,10 +10,7 @@ Arrival order (which gang keeps priority) comes from ``toporender.lock`` when th
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -21,42 +18,22 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from toporender.errors import DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang
 from toporender.load.repo import Repo, inside
-from toporender.load.yaml_source import Document, load_file
+from toporender.load.yaml_source import Document
+from toporender.placement.outcomes import (
+    GangOutcome,
+    annotate_objects,
+    arrival_keys,
+    load_order,
+    lock_lines,
+    memo_key,
+    outcomes_from_json,
+    outcomes_json,
+    same,
+)
 
 if TYPE_CHECKING:
     from toporender.placement.inventory import Inventory
-    from toporender.placement.plan import GangPlacement, PlacementPlan
-
-LOCK_FILE = "toporender.lock"
-PLACEMENT = "toporender.dev/placement"
-PLAN_HASH = "toporender.dev/plan-hash"
-REASON = "toporender.dev/unplaceable-reason"
-INTENDED_DOMAIN = "toporender.dev/intended-domain"
-INTENDED_NODE = "toporender.dev/intended-node"
-
-
-@dataclass(frozen=True)
-class GangOutcome:
-    placement: GangPlacement
-    plan_hash: str
-
-
-def load_order(root: Path | None) -> list[str]:
-    """Gang keys in arrival order from ``toporender.lock`` (empty when there is none)."""
-    if root is None or not (root / LOCK_FILE).exists():
-        return []
-    path = root / LOCK_FILE
-    if not inside(root, path) or not path.is_file():
-        raise fail(f"{LOCK_FILE} must be a regular file inside the repo", Position(LOCK_FILE))
-    docs = [d for d in load_file(path, LOCK_FILE) if d.data is not None]
-    if not docs:
-        return []
-    data = docs[0].data
-    order = data.get("order") if isinstance(data, dict) else None
-    if not isinstance(order, list) or not all(isinstance(k, str) for k in order):
-        raise fail("expected 'order:' with a list of gang keys ('<workflow file>#<group>')", docs[0].pos())
-    return list(dict.fromkeys(order))
-
+    from toporender.placement.plan import PlacementPlan
 
 class Arriving(Protocol):
     """A gang as arrival order and pools see it (a :class:`Gang`, or a summary of one)."""
@@ -73,17 +50,12 @@ A = TypeVar("A", bound=Arriving)
 
 def arrival(gangs: Sequence[A], order: Sequence[str]) -> list[A]:
     """Gangs listed in the lock first (in its order), then new gangs in stream order."""
-    rank = {key: i for i, key in enumerate(order)}
-    return sorted(gangs, key=lambda g: rank.get(g.key, len(rank)))
+    return [gangs[i] for i in arrival_keys([g.key for g in gangs], order)]
 
 
 def lock_text(gangs: Sequence[Gang], order: Sequence[str]) -> str:
     """The lock file after this render: known gangs keep their place, removed ones go, new ones append."""
-    keys = [g.key for g in arrival(gangs, order)]
-    lines = ["# Arrival order of gangs for placement (earlier keeps priority). Maintained by",
-             "# 'toporender golden'; edit only to change priorities.", "version: 1", "order:"]
-    lines += [f"- {json.dumps(k)}" for k in keys]
-    return "\n".join(lines) + "\n"
+    return lock_lines([g.key for g in arrival(gangs, order)])
 
 
 def _tolerations(pod: dict[str, Any]) -> tuple[tuple[str, str | None, str | None], ...]:
@@ -201,8 +173,8 @@ class PlanMemo(Protocol):
 
 def _memo_key(repo: Repo, path: str | None, levels: list[str], demands: list[Any],
               node_selector: Any) -> str | None:
-    """A key over the inventory file's bytes, the levels, the node selector and every demand in arrival order;
-    None when the inventory is one the packer would refuse (the uncached path reports it)."""
+    """:func:`toporender.placement.outcomes.memo_key` of a pool's packing; None when the inventory is one the
+    packer would refuse (the uncached path reports it)."""
     if repo.root is None or path is None:
         return None
     target = repo.root / path
@@ -211,41 +183,7 @@ def _memo_key(repo: Repo, path: str | None, levels: list[str], demands: list[Any
         return None
     import orjson
 
-    h = hashlib.sha256(target.read_bytes())
-    h.update(orjson.dumps([path, levels, sorted(dict(node_selector or {}).items()), demands]))
-    return h.hexdigest()
-
-
-def _outcomes_json(outcomes: dict[str, GangOutcome]) -> list[Any]:
-    return [[key, o.plan_hash, o.placement.key, o.placement.display, o.placement.gpus, o.placement.placed,
-             o.placement.reason, o.placement.subgroup_domains, o.placement.pod_nodes,
-             [[pod, [list(level) for level in domain]] for pod, domain in o.placement.pod_domain.items()]]
-            for key, o in outcomes.items()]
-
-
-def _outcomes_from_json(data: Any) -> dict[str, GangOutcome] | None:
-    """What :func:`_outcomes_json` wrote, with only the fields annotating reads; None for anything else."""
-    from toporender.placement.plan import GangPlacement
-
-    try:
-        out = {}
-        for key, plan_hash, gp_key, display, gpus, placed, reason, domains, nodes, pod_domain in data:
-            gp = GangPlacement(str(gp_key), str(display), int(gpus), bool(placed),
-                               None if reason is None else str(reason),
-                               {str(k): {str(a): str(b) for a, b in v.items()} for k, v in domains.items()},
-                               {str(k): str(v) for k, v in nodes.items()},
-                               {str(pod): tuple((str(a), str(b)) for a, b in domain) for pod, domain in pod_domain})
-            out[str(key)] = GangOutcome(gp, str(plan_hash))
-        return out
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
-def _same(a: GangOutcome, b: GangOutcome) -> bool:
-    x, y = a.placement, b.placement
-    return (a.plan_hash, x.key, x.display, x.gpus, x.placed, x.reason, x.subgroup_domains, x.pod_nodes,
-            list(x.pod_domain.items())) == (b.plan_hash, y.key, y.display, y.gpus, y.placed, y.reason,
-                                             y.subgroup_domains, y.pod_nodes, list(y.pod_domain.items()))
+    return memo_key(target.read_bytes(), path, levels, orjson.dumps(demands), node_selector)
 
 
 def _pool_outcomes(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
@@ -278,7 +216,7 @@ def _pool_outcomes(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any]
         pool_demands = [demands[g.key] for g in members]
         key = _memo_key(repo, _inventory_path(repo, pool_name, inventory), levels, pool_demands,
                         pool.node_selector)
-        cached = _outcomes_from_json(memo.get(key)) if key is not None else None
+        cached = outcomes_from_json(memo.get(key)) if key is not None else None
         if cached is not None and list(cached) == [g.key for g in members]:
             out.append((pool_name, cached, members))
             continue
@@ -288,9 +226,9 @@ def _pool_outcomes(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any]
         plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector)
         outcomes = {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key]))
                     for g in members}
-        data = _outcomes_json(outcomes)
-        back = _outcomes_from_json(orjson.loads(orjson.dumps(data)))
-        if key is not None and back is not None and all(_same(back[k], o) for k, o in outcomes.items()):
+        data = outcomes_json(outcomes)
+        back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
+        if key is not None and back is not None and all(same(back[k], o) for k, o in outcomes.items()):
             memo.put(key, data)
         out.append((pool_name, outcomes, members))
     return out
@@ -348,56 +286,4 @@ def pack_stage(repo: Repo, built: Sequence[tuple[Gang, list[dict[str, Any]], lis
 def annotate(gang: Gang, group_objects: list[dict[str, Any]], pods: list[dict[str, Any]],
              outcome: GangOutcome) -> None:
     """Write the intended placement onto the gang's scheduler objects and pods (and pin if asked)."""
-    from toporender.placement.plan import domain_text
-
-    gp = outcome.placement
-    gang_notes: dict[str, str] = {PLAN_HASH: outcome.plan_hash}
-    if gp.placed:
-        gang_notes[PLACEMENT] = json.dumps(gp.subgroup_domains, sort_keys=True, separators=(",", ":"))
-    else:
-        gang_notes[PLACEMENT] = "unplaceable"
-        gang_notes[REASON] = gp.reason or "no domain fits"
-    for obj in group_objects:
-        if obj.get("kind") == "PodGroup":
-            meta = obj["metadata"]
-            meta["annotations"] = {**meta.get("annotations", {}), **gang_notes}
-    if not gp.placed:
-        return
-    pod_domain = gp.pod_domain
-    pod_nodes = gp.pod_nodes
-    pin = gang.pool.pin
-    for task, pod in zip(gang.tasks, pods):
-        name = task.spec.name
-        domain = pod_domain.get(name)
-        node = pod_nodes.get(name)
-        if domain is not None or node is not None:
-            # one fresh mapping per pod (never shared with the template the pod came from), filled in place
-            meta = pod["metadata"]
-            notes = dict(meta.get("annotations", {}))
-            if domain is not None:
-                notes[INTENDED_DOMAIN] = domain_text(domain)
-            if node is not None:
-                notes[INTENDED_NODE] = node
-            meta["annotations"] = notes
-        if pin != "none" and domain is not None:
-            _pin(pod, domain[-1], hard=pin == "hard")
-
-
-def _pin(pod: dict[str, Any], level: tuple[str, str], *, hard: bool) -> None:
-    """Node affinity to the finest level of the intended domain: required (hard) or preferred with top weight
-    (soft)."""
-    key, value = level
-    expr = {"key": key, "operator": "In", "values": [value]}
-    spec = pod["spec"]
-    affinity = spec.setdefault("affinity", {})
-    node_affinity = affinity.setdefault("nodeAffinity", {})
-    if hard:
-        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-        terms = required.setdefault("nodeSelectorTerms", [])
-        if not terms:
-            terms.append({"matchExpressions": []})
-        for term in terms:
-            term.setdefault("matchExpressions", []).append(dict(expr))
-    else:
-        preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
-        preferred.append({"weight": 100, "preference": {"matchExpressions": [expr]}})
+    annotate_objects([t.spec.name for t in gang.tasks], gang.pool.pin, group_objects, pods, outcome)
