@@ -525,8 +525,15 @@ LEAF_GROUP_SIZES = (1, 1, 2, 2, 2, 3, 3, 3, 5, 5, 6, 6, 6, 8, 11)
 TUNING_SEEDS = range(2000, 2040)
 """Seeds the packer may be tuned on."""
 
+DEVELOPMENT_SEEDS = range(3000, 3100)
+"""More seeds the packer may be tuned on: failures are looked for here once the tuning set is solved."""
+
 HELD_OUT_SEEDS = range(7000, 7048)
 """Seeds for the final report only: disjoint from the tuning seeds, never looked at while tuning."""
+
+HELD_OUT_2_SEEDS = range(9000, 9048)
+"""A second held-out set, first run after the first one had been reported on more than once: the check that
+changes tuned on the tuning and development seeds were not fitted to the first held-out set by repeated looks."""
 
 
 def family_inventory(rng: random.Random, racks: int, leaf_groups: bool = False, blocks: int = 0,

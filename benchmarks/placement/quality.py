@@ -1,14 +1,15 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
-Usage: python benchmarks/placement/quality.py [--family nvl72|mixed] [--set tuning|held-out] [--seeds N]
-[--first S] [--verbose]
+Usage: python benchmarks/placement/quality.py [--family nvl72|mixed] [--set tuning|development|held-out|held-out-2]
+[--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and
-cordoned nodes, several gang shapes): ``--set tuning`` its tuning seeds, ``--set held-out`` the disjoint
-seeds kept for the final report. Prints a summary table: average / worst share of the optimum, instances where
-the packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs every packer
-placed), stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per instance.
+cordoned nodes, several gang shapes): ``--set tuning`` and ``--set development`` the seeds it may be tuned
+on, ``--set held-out`` and ``--set held-out-2`` the disjoint seeds kept for reports. Prints a summary table:
+average / worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average
+domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than
+the smallest subgroup) and the time per instance.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instances import (  # noqa: E402
+    DEVELOPMENT_SEEDS,
     FAMILY_LEVELS,
+    HELD_OUT_2_SEEDS,
     HELD_OUT_SEEDS,
     LEVELS,
     TUNING_SEEDS,
@@ -61,6 +64,10 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
     stranded = sum(f for f in free.values() if 0 < f < unit)
     return placed, [statistics.mean(s or [0]) for s in spans], stranded
 
+
+SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "held-out": HELD_OUT_SEEDS,
+        "held-out-2": HELD_OUT_2_SEEDS}
+"""The mixed family's seed sets (``--set``)."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
 BASELINES: dict[str, Baseline] = {
@@ -128,15 +135,15 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=("nvl72", "mixed"), default="nvl72")
-    ap.add_argument("--set", choices=("tuning", "held-out"), default="tuning",
-                    help="with --family mixed: the tuning seeds or the held-out ones")
+    ap.add_argument("--set", choices=tuple(SETS), default="tuning",
+                    help="with --family mixed: seeds to tune on (tuning, development) or a held-out set")
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
     ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per exact solve of the oracle")
     args = ap.parse_args()
     if args.family == "mixed":
-        chosen = TUNING_SEEDS if args.set == "tuning" else HELD_OUT_SEEDS
+        chosen = SETS[args.set]
         first = chosen.start if args.first is None else args.first
         seeds = range(first, first + (len(chosen) if args.seeds is None else args.seeds))
         if set(seeds) - set(chosen):

@@ -1,6 +1,6 @@
 """Stability: pack every prefix of the arrival order and count how often appending one gang moves earlier ones.
 
-Usage: python benchmarks/placement/stability.py [--seeds N]
+Usage: python benchmarks/placement/stability.py [--seeds N] [--family nvl72|mixed]
 A move is allowed only when the appended gang would otherwise be dropped; the script fails if any earlier gang
 moves while the appended gang is not placed, or if an earlier gang is dropped except when a greedy baseline's
 plan, placing more GPUs with the appended gang, replaced the packer's (counted apart).
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import LEVELS, small_instance  # noqa: E402
+from instances import FAMILY_LEVELS, LEVELS, TUNING_SEEDS, family_instance, small_instance  # noqa: E402
 
 from toporender.placement.packer import pack  # noqa: E402
 
@@ -22,14 +22,18 @@ from toporender.placement.packer import pack  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--first", type=int, default=1000)
+    ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the mixed tuning set's)")
+    ap.add_argument("--family", choices=("nvl72", "mixed"), default="nvl72",
+                    help="the first generator or the mixed family, whose repairs run the exact search most")
     args = ap.parse_args()
+    make, levels = (family_instance, FAMILY_LEVELS) if args.family == "mixed" else (small_instance, LEVELS)
+    first = args.first if args.first is not None else TUNING_SEEDS.start if args.family == "mixed" else 1000
     appended = unchanged = moved_to_admit = replaced = 0
-    for seed in range(args.first, args.first + args.seeds):
-        inst = small_instance(seed)
-        before = pack(inst.inventory, LEVELS, inst.gangs[:1])
+    for seed in range(first, first + args.seeds):
+        inst = make(seed)
+        before = pack(inst.inventory, levels, inst.gangs[:1])
         for k in range(2, len(inst.gangs) + 1):
-            after = pack(inst.inventory, LEVELS, inst.gangs[:k])
+            after = pack(inst.inventory, levels, inst.gangs[:k])
             appended += 1
             same = all(after.gangs[key].pod_nodes == g.pod_nodes for key, g in before.gangs.items())
             dropped = [key for key, g in before.gangs.items() if g.placed and not after.gangs[key].placed]

@@ -12,7 +12,12 @@ the region is small, this search decides it exactly, up to a fixed step budget:
   and is remembered too;
 * symmetric choices are tried once: sibling domains that are still empty and have the same shape (the same
   free GPUs per node in the same sub-domains), nodes of one finest domain with the same free GPUs, and pods of
-  one group (taken in node order).
+  one group (taken in node order);
+* a moved gang tries the domains it was in first (the region held an arrangement of every moved gang a moment
+  ago, so the answer is usually close to it), and after each choice the groups still to place must fit, level
+  by level, the free GPUs of the domains with room for the smallest of them;
+* ``shuffle`` > 0 gives a restart: domains in a fixed pseudo-random order (from their paths), fewest domains
+  still first, for when the first order leads the search into a large subtree without an answer.
 
 Steps (candidate domains and node choices tried) are counted, never seconds, so the outcome is the same on
 every machine; a search that runs out of steps simply reports no arrangement.
@@ -20,7 +25,7 @@ every machine; a search that runs out of steps simply reports no arrangement.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from toporender.placement.compiled import CompiledGang
 from toporender.placement.tree import Tree
@@ -44,8 +49,11 @@ class ExactRepack:
     """One exact search over ``gangs`` inside ``region``, on the tree's current free GPUs."""
 
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
-                 preferred: bool = False):
+                 preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None, shuffle: int = 0):
         self.tree = tree
+        self.shuffle = shuffle
+        self.before = before or {}
+        """Where the moved gangs were (``gang -> pod -> node``): each choice tries their old domain first."""
         # required level of every group; with ``preferred`` a gang's preferred level counts as required, so
         # the search keeps each gang inside one domain of it (one block, say) when it can
         self.req: dict[LeafKey, int] = {}
@@ -76,6 +84,7 @@ class ExactRepack:
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
         self.shape_memo: dict[int, tuple[object, ...]] = {}
         self.caps_memo: dict[int, dict[int, int]] = {}
+        self.doms_memo: dict[tuple[int, int], list[int]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
         # per leaf group, per size of ``sizes``: GPUs of its pods of at least that size
@@ -157,7 +166,11 @@ class ExactRepack:
             x = order[i]
             seen: set[tuple[object, ...]] = set()
             cands = [d for d in doms if self._room(d, [*members[d], x])]
-            cands.sort(key=lambda d: (self._slack(d, members[d]) - x.need, rank[d]))
+            was = self._was(x.idx, None, split)
+            if self.shuffle:
+                cands.sort(key=lambda d: self._mix(d))
+            else:
+                cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
             for d in cands:
                 if not members[d]:
                     sig = (tree.dom_parent[d], self._shape(d))
@@ -259,10 +272,16 @@ class ExactRepack:
         rank = tree.rank
         near = self.near.get(key[0], {})
         anc = tree.dom_anc
-        # fewest domains first (the deepest domain shared with the gang's groups placed so far), then best fit
-        fits = sorted((d for d in doms if self._free(d) >= g.need),
-                      key=lambda d: (-max((len(anc[a]) for a in anc[d] if near.get(a)), default=0),
-                                     self._free(d) - g.need, rank[d]))
+        # fewest domains first (the deepest domain shared with the gang's groups placed so far), then the domain
+        # the group was in before the search, then best fit; a restart keeps the first and shuffles the rest
+        was = self._was(key[0], key[1], lvl)
+        if self.shuffle:
+            fits = sorted((d for d in doms if self._free(d) >= g.need),
+                          key=lambda d: (-max((len(anc[a]) for a in anc[d] if near.get(a)), default=0), self._mix(d)))
+        else:
+            fits = sorted((d for d in doms if self._free(d) >= g.need),
+                          key=lambda d: (-max((len(anc[a]) for a in anc[d] if near.get(a)), default=0), d != was,
+                                         self._free(d) - g.need, rank[d]))
         out = []
         seen: set[tuple[object, ...]] = set()
         for d in fits:
@@ -273,6 +292,30 @@ class ExactRepack:
                 seen.add(sig)
             out.append(d)
         return out
+
+    def _mix(self, d: int) -> int:
+        """A fixed pseudo-random position of domain ``d`` for restart ``shuffle`` (from its path rank only)."""
+        x = (self.tree.rank[d] + 1) * 0x9E3779B1 ^ self.shuffle * 0x85EBCA77
+        x = (x ^ (x >> 15)) * 0x2C1B3C6D & 0xFFFFFFFF
+        return x ^ (x >> 12)
+
+    def _was(self, gang: int, gi: int | None, lvl: int) -> int:
+        """The level-``lvl`` domain of the gang's (or its group ``gi``'s) first pod before the search, or -1.
+
+        The neighbourhood held an arrangement of every moved gang a moment ago, so one close to it is the likely
+        answer: trying old domains first finds it within fewer steps than best fit alone."""
+        pods = self.before.get(gang)
+        if not pods:
+            return -1
+        if gi is not None:
+            group = self.gangs[gang].groups[gi].pods
+            node = pods.get(group[0]) if group else None
+        else:
+            node = pods[min(pods)]
+        if node is None:
+            return -1
+        level = self.tree.dom_level
+        return next((d for d in self.tree.node_path[node] if level[d] == lvl), -1)
 
     def _shape(self, d: int) -> tuple[object, ...]:
         """What makes two empty sibling domains interchangeable: free GPUs per node, per sub-domain."""
@@ -357,7 +400,48 @@ class ExactRepack:
             for i, size in enumerate(self.sizes):
                 if got[i + 1] + (placed[i] if placed else 0) > caps[size]:
                     return False
+        return self._no_waste(order, start)
+
+    def _no_waste(self, order: list[LeafKey], start: int) -> bool:
+        """Necessary: for each level L, the remaining leaf groups bound to L or finer each need one domain of
+        level L, so a domain of L with fewer free GPUs than the smallest of them is lost to them; their GPUs must
+        fit what the other domains of L in the region have free.
+
+        Without this test a tight neighbourhood (free GPUs just enough) is searched through every way of leaving
+        small holes, each failing only once the last groups find no room."""
+        need: dict[int, int] = {}
+        least: dict[int, int] = {}
+        gangs = self.gangs
+        for key in order[start:]:
+            lvl = self.level[key]
+            n = gangs[key[0]].groups[key[1]].need
+            need[lvl] = need.get(lvl, 0) + n
+            if n < least.get(lvl, 1 << 60):
+                least[lvl] = n
+        total = 0
+        smallest = 1 << 60
+        for lvl in sorted(need, reverse=True):
+            total += need[lvl]
+            smallest = min(smallest, least[lvl])
+            if lvl <= self.rlvl:
+                break
+            usable = 0
+            for d in self._level_domains(lvl):
+                f = self._free(d)
+                if f >= smallest:
+                    usable += f
+            if usable < total:
+                return False
         return True
+
+    def _level_domains(self, lvl: int) -> list[int]:
+        """The real domains of level ``lvl`` inside the region being searched."""
+        key = (self.region, lvl)
+        got = self.doms_memo.get(key)
+        if got is None:
+            tree = self.tree
+            got = self.doms_memo[key] = [tree.dom_of(k) for k in tree.index.get(key, [])]
+        return got
 
     # ---- the inner search: pods of one unit onto its nodes -------------------------------------------------------
     def _unit_fit(self, unit: int, members: list[tuple[LeafKey, int]]) -> dict[LeafKey, list[int]] | None:

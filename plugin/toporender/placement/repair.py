@@ -29,6 +29,11 @@ EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 2
 """Small regions searched exactly per gang that the bounded repair could not admit."""
+EXACT_RESTARTS = 8
+"""Further exact searches of a region after the first runs out of steps, each trying domains in its own fixed
+pseudo-random order: a depth-first search that fails in one large subtree often succeeds at once in another."""
+EXACT_RESTART_STEPS = 5_000
+"""Steps of each of those further searches."""
 EXACT_RUN_STEPS = 400_000
 """Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail."""
 
@@ -108,15 +113,19 @@ class Repairer(Fitter):
             for m in movable:
                 self._release(m)
             found = None
-            # each gang inside one domain of its preferred level first (fewest domains), then only as required
-            for preferred, steps in ((True, EXACT_PREFERRED_STEPS), (False, EXACT_STEPS)):
+            # each gang inside one domain of its preferred level first (fewest domains), then only as required;
+            # then short searches in other fixed orders, which end where the long one is stuck in one subtree
+            passes = [(True, EXACT_PREFERRED_STEPS, 0), (False, EXACT_STEPS, 0)]
+            passes += [(False, EXACT_RESTART_STEPS, k) for k in range(1, EXACT_RESTARTS + 1)]
+            for preferred, steps, shuffle in passes:
                 if preferred and all(g.pref is None for x in gs for g in x.groups):
                     continue
-                search = ExactRepack(tree, region, gs, min(steps, EXACT_RUN_STEPS - self.exact_spent), preferred)
+                search = ExactRepack(tree, region, gs, min(steps, EXACT_RUN_STEPS - self.exact_spent), preferred,
+                                      before, shuffle)
                 found = search.solve()
                 self.exact_spent += search.steps
-                if found is not None:
-                    break
+                if found is not None or (not preferred and search.steps <= search.budget):
+                    break  # admitted, or proven impossible
             if found is None:
                 self._rollback(mark, None)
                 continue
