@@ -22,6 +22,7 @@ Each problem is one line ``Kind/namespace/name: json.path: message``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ._builtin_kinds import DEFAULT_K8S_MINOR, core_backend, core_scope, is_core_group, validate_core
@@ -46,7 +47,10 @@ __all__ = [
 ]
 
 
+@lru_cache(maxsize=16)
 def _variants(kai_version: str, dra_version: str) -> dict[str, str]:
+    """Which schema variant each versioned kind is checked against (looked up once per pair of versions; the
+    result is only read)."""
     kai = kai_schema_variant(kai_version)
     return {
         "scheduling.run.ai/PodGroup": kai,
@@ -124,18 +128,12 @@ def validate_object(
     object may omit ``metadata.namespace`` (Argo CD and ``kubectl -n`` fill it in) unless
     ``require_namespace``.
     """
+    found = _problems(obj, kai_version=kai_version, dra_version=dra_version, core=core, k8s_minor=k8s_minor,
+                      require_namespace=require_namespace)
+    if not found:
+        return []
     who = identity(obj)
-    return [
-        f"{who}: {path}: {msg}"
-        for path, msg in _problems(
-            obj,
-            kai_version=kai_version,
-            dra_version=dra_version,
-            core=core,
-            k8s_minor=k8s_minor,
-            require_namespace=require_namespace,
-        )
-    ]
+    return [f"{who}: {path}: {msg}" for path, msg in found]
 
 
 def object_problems(
