@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from toporender.build.templates.engine import TemplateFailure, compiled
@@ -123,7 +124,7 @@ def render_group_templates(gang: Gang, config: RepoConfig, doc: Document, variab
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             sink.error(f"group template '{name}' renders without metadata.name", doc.pos(base))
             continue
-        pos = doc.pos(base + ("metadata",))
+        pos = partial(doc.pos, base + ("metadata",))
         string_fields(obj, env=False)
         namespace_rule("group", name, meta, gang.namespace, pos, sink, warned)
         check_reserved("group", name, meta, gang.labels, pos, sink)

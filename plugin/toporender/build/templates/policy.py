@@ -9,6 +9,7 @@ workflow's; a pod template may not set the pod's name or its scheduler (:func:`p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from toporender.build.templates.security import forbidden
@@ -76,8 +77,17 @@ def reserved(key: str) -> bool:
     return key in RESERVED_KEYS or key.startswith(RESERVED_PREFIXES)
 
 
+Where = Position | Callable[[], Position]
+"""A position, or how to find it: finding one in a file read by the fast reader parses the file again, which a
+check that reports nothing should not pay for."""
+
+
+def _at(where: Where) -> Position:
+    return where if isinstance(where, Position) else where()
+
+
 def check_reserved(kind: str, name: str, meta: Mapping[str, Any], ours: Mapping[str, str],
-                   pos: Position, sink: DiagnosticSink) -> None:
+                   pos: Where, sink: DiagnosticSink) -> None:
     """A template may not change labels or annotations the renderer owns."""
     for field in ("labels", "annotations"):
         values = meta.get(field)
@@ -86,10 +96,10 @@ def check_reserved(kind: str, name: str, meta: Mapping[str, Any], ours: Mapping[
         for key, value in values.items():
             if reserved(key) and ours.get(key) != value:
                 sink.error(f"{kind} template '{name}' sets {field[:-1]} '{key}', which toporender owns; "
-                           "remove it from the template", pos)
+                           "remove it from the template", _at(pos))
 
 
-def namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, pos: Position,
+def namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, pos: Where,
                    sink: DiagnosticSink, warned: set[str]) -> None:
     """Drop a template's ``metadata.namespace``: objects always go to the workflow namespace, so another one is
     an error and the same one a warning, given once per template."""
@@ -98,11 +108,11 @@ def namespace_rule(kind: str, name: str, meta: dict[str, Any], namespace: str, p
         return
     if value != namespace:
         sink.error(f"{kind} template '{name}' sets metadata.namespace '{value}'; objects are always created in the "
-                   f"workflow namespace '{namespace}': remove metadata.namespace", pos)
+                   f"workflow namespace '{namespace}': remove metadata.namespace", _at(pos))
     elif name not in warned:
         warned.add(name)
         sink.warn(f"{kind} template '{name}' sets metadata.namespace; it is ignored (objects always go to the "
-                  "workflow namespace)", pos)
+                  "workflow namespace)", _at(pos))
 
 
 def _as_string(value: Any) -> Any:
@@ -147,10 +157,10 @@ def police_pod_patch(name: str, patch: dict[str, Any], namespace: str, position:
     string_fields(patch)
     meta = patch.get("metadata")
     if isinstance(meta, dict):
-        pos = position(("metadata",))
+        pos = partial(position, ("metadata",))
         namespace_rule("pod", name, meta, namespace, pos, sink, warned)
         if "name" in meta:
-            sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos)
+            sink.error(f"pod template '{name}' sets metadata.name; pod names come from the workflow", pos())
         for field in ("labels", "annotations"):
             if meta.get(field) is not None and not isinstance(meta[field], dict):
                 sink.error(f"pod template '{name}': metadata.{field} must be a mapping of names to strings",
