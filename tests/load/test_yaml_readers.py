@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toporender.errors import UserError
+from toporender.load import yaml_exact
 from toporender.load import yaml_fast as yamlfast
-from toporender.load.yaml_source import MAX_DEPTH, MAX_NODES, _exact_documents, load_text, plain_scalar
+from toporender.load.yaml_source import MAX_DEPTH, MAX_NODES, _exact_documents, load_text
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "yaml_readers" / "cases.yaml").read_text())
 
@@ -48,7 +49,7 @@ def both(text: str) -> tuple[Any, Any]:
 
 
 def fast_taken(text: str, max_nodes: int = MAX_NODES) -> bool:
-    return yamlfast.load_plain(text, plain_scalar, max_nodes=max_nodes, max_depth=MAX_DEPTH) is not yamlfast.UNSURE
+    return yamlfast.load_plain(text, max_nodes=max_nodes, max_depth=MAX_DEPTH) is not yamlfast.UNSURE
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -181,3 +182,39 @@ def test_generated_free_text_reads_the_same(pairs: list[tuple[str, str, bool]]) 
     text = "\n".join(lines) + "\n"
     fast, exact = both(text)
     assert fast == exact, text
+
+
+def _squeezed(pattern: str) -> str:
+    """A verbose-mode pattern without the whitespace verbose mode ignores (outside character classes)."""
+    out, in_class, escaped = [], False, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch in "[]":
+            in_class = ch == "["
+        elif ch.isspace() and not in_class:
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def test_the_fast_readers_resolver_table_is_pyyamls() -> None:
+    """The fast reader decides that a plain scalar stays a string from its own copy of the exact loader's
+    resolver table; every first character, tag, order, pattern and flag must be PyYAML's."""
+    from yaml.resolver import Resolver
+
+    theirs = {first: [(tag, _squeezed(rx.pattern), rx.flags) for tag, rx in entries]
+              for first, entries in Resolver.yaml_implicit_resolvers.items()}
+    ours = {first: [(tag, _squeezed(rx.pattern), rx.flags) for tag, rx in entries]
+            for first, entries in yamlfast._IMPLICIT.items()}
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("scalar", ["200Gi", "--nnodes=50", "0", "0o17", "1e3", "1.5", "12:30", "2026-11-25",
+                                    "2026-11-25 10:00:00", "yes", "Yes", "yEs", "~", "", "null", "<<", "=", "!",
+                                    ".inf", ".NaN", "0x1F", "0b101", "+12", "-", "nvcr.io/x:1", "true"])
+def test_the_table_and_the_exact_loader_agree_on_strings(scalar: str) -> None:
+    exact_tag = yaml_exact._RESOLVER.resolve(yaml.ScalarNode, scalar, (True, False))
+    assert (yamlfast._implicit_type(scalar) in yamlfast._READ_AS_STRING) == (exact_tag in yaml_exact._STRING_TAGS)

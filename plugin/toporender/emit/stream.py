@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from typing import Any
-
-from yaml.resolver import Resolver
-
-# YAML 1.1 implicit types as PyYAML resolves plain scalars (bool, int, float, null, timestamp,
-# merge, value), indexed by first character.
-_IMPLICIT = Resolver.yaml_implicit_resolvers
 
 # Plain scalars other parsers read as non-strings although PyYAML does not: YAML 1.1 short
 # booleans (Go yaml.v2), YAML 1.2 / Go numbers (exponent without dot or sign, leading zeros,
@@ -55,8 +50,18 @@ _NEEDS_ESCAPE = re.compile('["\\\\\n]|' + _SPECIAL.pattern)
 _MAX_SIMPLE_KEY = 1000
 
 
+@cache
+def _implicit() -> dict[Any, Any]:
+    """YAML 1.1 implicit types as PyYAML resolves plain scalars (bool, int, float, null, timestamp, merge,
+    value), indexed by first character; PyYAML is imported the first time a string needs it, which a JSON
+    render of names never does."""
+    from yaml.resolver import Resolver
+
+    return Resolver.yaml_implicit_resolvers
+
+
 def _implicit_non_string(s: str) -> bool:
-    for _tag, regexp in _IMPLICIT.get(s[:1], ()):
+    for _tag, regexp in _implicit().get(s[:1], ()):
         if regexp.match(s):
             return True
     return _OTHER_PARSERS.fullmatch(s) is not None

@@ -83,12 +83,53 @@ def fast_reader() -> Callable[[str], Any] | None:
 _READER = fast_reader()
 _stays_string: dict[str, bool] = {}
 
+# PyYAML's implicit resolvers (YAML 1.1) as the exact loader applies them to a plain scalar: the first pattern
+# of the scalar's first character that matches gives its type, else it is a string. Written without the
+# verbose mode's spaces; tests/load/test_yaml_readers.py holds every pattern, flag and first character to
+# PyYAML's own, so knowing that a scalar stays a string never needs PyYAML imported.
+_IMPLICIT_TYPES = (
+    ("bool", "yYnNtTfFoO", r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+    ("float", "-+0123456789.", r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*"
+     r"(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    ("int", "-+0123456789", r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+"
+     r"|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$"),
+    ("merge", "<", r"^(?:<<)$"),
+    ("null", ["~", "n", "N", ""], r"^(?:~|null|Null|NULL|)$"),
+    ("timestamp", "0123456789", r"^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]|[0-9][0-9][0-9][0-9]-[0-9][0-9]?"
+     r"-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?"
+     r"(?::[0-9][0-9])?))?)$"),
+    ("value", "=", r"^(?:=)$"),
+    ("yaml", "!&*", r"^(?:!|&|\*)$"),
+)
 
-def load_plain(text: str, exact_scalar: Callable[[str], Any], *, max_nodes: int, max_depth: int) -> Any:
+
+def _implicit_table() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    table: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+    for tag, firsts, pattern in _IMPLICIT_TYPES:
+        for first in firsts:
+            flags = 0 if tag in ("merge", "value", "yaml") else re.X  # as PyYAML compiles them
+            table.setdefault(first, []).append(("tag:yaml.org,2002:" + tag, re.compile(pattern, flags)))
+    return table
+
+
+_IMPLICIT = _implicit_table()
+_READ_AS_STRING = ("tag:yaml.org,2002:timestamp", None)
+"""What the exact loader keeps as the string written (timestamps too: Kubernetes treats them as strings)."""
+
+
+def _implicit_type(scalar: str) -> str | None:
+    """The tag the exact loader's resolver gives ``scalar`` written plain; None: a string."""
+    for tag, pattern in _IMPLICIT.get(scalar[:1], ()):
+        if pattern.match(scalar):
+            return tag
+    return None
+
+
+def load_plain(text: str, *, max_nodes: int, max_depth: int) -> Any:
     """The data of single-document ``text``, or :data:`UNSURE`.
 
-    ``exact_scalar`` is the exact loader's reading of a plain scalar (raising ``ValueError`` where
-    it refuses one), so strings are checked by the exact loader's own rules.
+    Strings are checked by the exact loader's own rules: its resolver table (:data:`_IMPLICIT_TYPES`), so
+    the exact loader itself is not needed to vouch for a file.
     """
     if _READER is None or _needs_exact(text):
         return UNSURE
@@ -98,7 +139,7 @@ def load_plain(text: str, exact_scalar: Callable[[str], Any], *, max_nodes: int,
         return UNSURE
     if data is None:
         return UNSURE
-    numbers = _agrees(data, text, exact_scalar, max_nodes, max_depth)
+    numbers = _agrees(data, text, max_nodes, max_depth)
     if numbers is None:
         return UNSURE
     if int in numbers and (_RISKY_INT.search(text) or _RISKY_INT_FIRST.match(text)):
@@ -126,8 +167,7 @@ def _needs_exact(text: str) -> bool:
     return any(c in text and _AT_NODE_START[c].search(text) is not None for c in _INDICATORS)
 
 
-def _agrees(data: Any, text: str, exact_scalar: Callable[[str], Any], max_nodes: int,
-            max_depth: int) -> set[type] | None:
+def _agrees(data: Any, text: str, max_nodes: int, max_depth: int) -> set[type] | None:
     """Check strings, keys and the exact loader's limits, one nesting level at a time.
 
     Returns the types of the scalars read (numbers need a look at how they are spelt), or None
@@ -135,7 +175,7 @@ def _agrees(data: Any, text: str, exact_scalar: Callable[[str], Any], max_nodes:
     start and end events), and refuses a collection opened inside ``max_depth`` others.
     """
     if not isinstance(data, (dict, list)):
-        if (type(data) is str and not _strings_agree({data}, text, exact_scalar)) or _too_long_int([data]):
+        if (type(data) is str and not _strings_agree({data}, text)) or _too_long_int([data]):
             return None
         return {type(data)}
     types: set[type] = set()
@@ -158,7 +198,7 @@ def _agrees(data: Any, text: str, exact_scalar: Callable[[str], Any], max_nodes:
         nodes += len(values) + len(level)
         if nodes > max_nodes or (keys and set(map(type, keys)) != _STR):
             return None
-        if str in here and not _strings_agree({v for v in values if type(v) is str}, text, exact_scalar):
+        if str in here and not _strings_agree({v for v in values if type(v) is str}, text):
             return None
         if int in here and _too_long_int(values):
             return None
@@ -171,7 +211,7 @@ def _too_long_int(values: list[Any]) -> bool:
     return _TOO_LONG is not None and any(type(v) is int and abs(v) >= _TOO_LONG for v in values)
 
 
-def _strings_agree(strings: set[str], text: str, exact_scalar: Callable[[str], Any]) -> bool:
+def _strings_agree(strings: set[str], text: str) -> bool:
     """Strings such as ``'yes'`` or ``'12:30'`` are fine quoted; written plain, YAML 1.1 reads them otherwise.
 
     A lone line break is what yaml-rs makes of an empty block scalar ending the text (``a: |``, then nothing),
@@ -183,20 +223,20 @@ def _strings_agree(strings: set[str], text: str, exact_scalar: Callable[[str], A
             continue
         verdict = _stays_string.get(s)
         if verdict is None:
-            verdict = _stays_string[s] = _quoted_or_string(s, exact_scalar)
+            verdict = _stays_string[s] = _quoted_or_string(s)
         if not verdict and _written_plain(text, s):
             return False
     return True
 
 
-def _quoted_or_string(scalar: str, exact_scalar: Callable[[str], Any]) -> bool:
+def _quoted_or_string(scalar: str) -> bool:
     """True when the exact loader reads ``scalar`` as itself, or the fast reader never makes it
-    from a plain scalar (``'4'`` read as a string was quoted: plain, YAML 1.2 reads 4)."""
-    try:
-        if type(exact_scalar(scalar)) is str:
-            return True
-    except ValueError:
-        pass
+    from a plain scalar (``'4'`` read as a string was quoted: plain, YAML 1.2 reads 4).
+
+    The exact loader reads a plain scalar as itself exactly when its resolver finds no type for it (or a
+    timestamp, kept as written); any other type it constructs, or refuses."""
+    if _implicit_type(scalar) in _READ_AS_STRING:
+        return True
     assert _READER is not None
     try:
         return type(_READER(scalar)) is not str
