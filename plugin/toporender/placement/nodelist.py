@@ -77,8 +77,6 @@ class _Collector:
     seen: dict[str, Position | None] = field(default_factory=dict)
     errors: list[Diagnostic] = field(default_factory=list)
     strings: dict[str, str] = field(default_factory=dict)
-    label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = field(default_factory=dict)
-    """One labels mapping per distinct set of labels (the nodes of a rack carry the same), never changed."""
     key: str = "items"
     """The list of the document that holds the nodes."""
     convert: Callable[[Document, Loc, Any, list[Diagnostic]], Node | None] = _k8s_node
@@ -106,33 +104,20 @@ class _Collector:
             self.errors.append(Diagnostic(f"node {node.name!r} is listed twice", doc.pos(loc)))
             return
         self.seen[node.name] = None
-        key = tuple(node.labels.items())
-        labels = self.label_sets.get(key)
-        if labels is None:
-            share = self.strings.setdefault
-            labels = self.label_sets[key] = {share(k, k): share(v, v) for k, v in key}
+        share = self.strings.setdefault
+        labels = {share(k, k): share(v, v) for k, v in node.labels.items()}
         self.nodes.append(Node(node.name, labels, node.gpus, node.used_gpus, node.unschedulable, node.taints))
 
     def _add_plain(self, raw: Any) -> bool:
         """Take a compact entry that is plainly valid (as :func:`_plain_compact_node` judges) and not seen
-        before; False, having taken nothing, for anything else. Its labels are checked once per label set:
-        the nodes of a rack repeat them, and this runs for every node of a 216,000-node inventory."""
+        before, making its node once; False, having taken nothing, for anything else."""
         fields = plain_fields(raw)
-        if fields is None or fields[0] in self.seen:
+        if fields is None or fields[0] in self.seen or not _all_strings(fields[1]):
             return False
         name, labels, gpus = fields
-        key = tuple(labels.items())
-        try:
-            shared = self.label_sets.get(key)
-        except TypeError:  # a value that is a mapping or a list: not plain
-            return False
-        if shared is None:
-            if not _all_strings(labels):
-                return False
-            share = self.strings.setdefault
-            shared = self.label_sets[key] = {share(k, k): share(v, v) for k, v in key}
+        share = self.strings.setdefault
         self.seen[name] = None
-        self.nodes.append(Node(name, shared, gpus))
+        self.nodes.append(Node(name, {share(k, k): share(v, v) for k, v in labels.items()}, gpus))
         return True
 
 
