@@ -65,7 +65,6 @@ MAX_OBJECTS = 1_000_000
 MAX_WORKFLOW_FILES = 10_000
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 """:mod:`toporender.load.repo`'s limits, past which the whole pipeline reports the repo."""
-CONFIG_FILE = "toporender.yaml"
 
 
 class _Whole(Exception):
@@ -223,15 +222,14 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
     from toporender import pipeline
     from toporender.build.backends import volcano
     from toporender.expand.naming import normalize
-    from toporender.load.repo import Repo, load_config, load_workflow, single_document
+    from toporender.load.repo import Repo, load_repo_config, load_workflow, single_document
     from toporender.placement.outcomes import demand_from_json
     from toporender.placement.stage import gang_demand, uses_placement
 
     fresh = [f if isinstance(f, str) else f.key for f in loaded]
     wanted = {rel for (rel, _, _), f in zip(taken.files, loaded) if isinstance(f, str)}
     try:
-        config_doc = single_document(root / CONFIG_FILE, CONFIG_FILE)
-        config = load_config(config_doc)
+        config_doc, config = load_repo_config(root)
         named = {n for n in (options.inventory, config.inventory, *(p.inventory for p in config.pools.values()))
                  if n is not None}
         if tuple(config.workflows) != taken.inputs.patterns or tuple(sorted(named)) != taken.inputs.inventories:

@@ -202,8 +202,8 @@ def test_limits_match_the_renderer() -> None:
     from toporender.build.objects import MAX_OBJECTS
     from toporender.load import repo
 
-    assert (rerender.MAX_OBJECTS, rerender.MAX_WORKFLOW_FILES, rerender.MAX_TOTAL_BYTES, rerender.CONFIG_FILE) == \
-        (MAX_OBJECTS, repo.MAX_WORKFLOW_FILES, repo.MAX_TOTAL_BYTES, repo.CONFIG_FILE)
+    assert (rerender.MAX_OBJECTS, rerender.MAX_WORKFLOW_FILES, rerender.MAX_TOTAL_BYTES) == \
+        (MAX_OBJECTS, repo.MAX_WORKFLOW_FILES, repo.MAX_TOTAL_BYTES)
 
 
 def test_the_plan_memo_key_reads_the_same_from_json_demands(tmp_path: Path) -> None:
