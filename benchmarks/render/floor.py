@@ -34,7 +34,6 @@ STEPS = ("imports", "parse", "write")
 def one_run(repo: Path, rendered: Path, times_path: Path) -> None:
     """The unavoidable steps once, in this process; their times go to ``times_path``."""
     import gc
-    import os
 
     gc.disable()
     start = time.perf_counter()
