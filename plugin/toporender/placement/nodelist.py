@@ -33,7 +33,6 @@ from toporender.placement.inventory import (
     _all_strings,
     _compact_node,
     _k8s_node,
-    _plain_compact_node,
     _read,
     inventory_documents,
     inventory_from_documents,
@@ -82,7 +81,8 @@ class _Collector:
     convert: Callable[[Document, Loc, Any, list[Diagnostic]], Node | None] = _k8s_node
     """One list item to a node, problems appended."""
     compact: bool = False
-    """Items are compact entries: the plain ones (name, GPUs, string labels) are taken without ``convert``."""
+    """Items are compact entries: the plain ones (name, GPUs, string labels) are taken without ``convert``,
+    which sees only the others (and a plain one whose name was seen, for the message)."""
 
     def result(self) -> list[Node]:
         """The nodes, or every problem found (and that it stopped looking, past :data:`MAX_ERRORS`)."""
@@ -343,10 +343,6 @@ def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) 
         collector.add(doc, (i,), raw)
 
 
-def _compact(doc: Document, loc: Loc, raw: Any, diags: list[Diagnostic]) -> Node | None:
-    return _plain_compact_node(raw) or _compact_node(doc, loc, raw, diags)
-
-
 def read_compact(stream: IO[str], display: str) -> list[Node] | None:
     """The nodes of a compact inventory (``nodes:`` then one item per node) read batch by batch, or None,
     having read only the first block, when ``stream`` holds another layout (read it whole then).
@@ -354,7 +350,7 @@ def read_compact(stream: IO[str], display: str) -> list[Node] | None:
     A render of a 1M-GPU repo reads its 216,000-node inventory on every run: read whole, 35 MB of YAML become
     400 MiB of dicts kept alive for positions; in batches only the nodes stay, their label strings shared."""
     head = stream.read(BLOCK_CHARS)
-    collector = _Collector(display, key="nodes", convert=_compact, compact=True)
+    collector = _Collector(display, key="nodes", convert=_compact_node, compact=True)
     if not _yaml_items(head, stream, collector):
         return None
     return collector.result()
