@@ -168,13 +168,8 @@ def render(repo: Repo, options: RenderOptions = RenderOptions(),
            inventory_docs: list[Document] | None = None, memo: PlanMemo | None = None) -> RenderResult:
     """The pipeline over a loaded repo; ``memo`` keeps the packer's outcomes between renders."""
     sink = DiagnosticSink()
-    repo = with_options(repo, options)
-    gangs = _expand(repo, options, sink)
-    pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects,
-                             inventory=options.inventory, inventory_docs=inventory_docs)
-    built = build_gangs(repo, gangs, sink)
-    if repo.config.policy.pod_security == "restricted":
-        check_restricted(repo, built)
+    repo, gangs, pool_objs = _expanded(repo, options, sink, inventory_docs)
+    built = _built(repo, gangs, sink)
     lock = pack_stage(repo, built, inventory=options.inventory, inventory_docs=inventory_docs,
                       strict=options.strict, sink=sink, memo=memo)
 
@@ -232,11 +227,7 @@ def build_files(repo: Repo, options: RenderOptions
 
     The render cache builds only the files it has not seen; the checks across files (workflow names, object
     identities) and placement are its to run over what it stored of every file (:mod:`toporender.rerender`)."""
-    sink = DiagnosticSink()
-    repo = with_options(repo, options)
-    gangs = _expand(repo, options, sink)
-    pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects,
-                             inventory=options.inventory)
+    repo, gangs, pool_objs = _expanded(repo, options, DiagnosticSink())
     by_source: dict[str, list[Gang]] = {}
     for gang in gangs:
         by_source.setdefault(gang.source, []).append(gang)
@@ -244,11 +235,26 @@ def build_files(repo: Repo, options: RenderOptions
     for source, members in by_source.items():
         warned: set[str] = set()
         tagging = _Tagging(warned)
-        built = build_gangs(repo, members, tagging, warned)
-        if repo.config.policy.pod_security == "restricted":
-            check_restricted(repo, built)
-        files[source] = (built, tagging.tagged)
+        files[source] = (_built(repo, members, tagging, warned), tagging.tagged)
     return repo, pool_objs, files
+
+
+def _expanded(repo: Repo, options: RenderOptions, sink: DiagnosticSink,
+              inventory_docs: list[Document] | None = None) -> tuple[Repo, list[Gang], list[dict[str, Any]]]:
+    """The first steps of every render: the repo as the options read it, its gangs, and its pool objects."""
+    repo = with_options(repo, options)
+    gangs = _expand(repo, options, sink)
+    pool_objs = pool_objects(repo, resolve_namespace(repo.config, options.namespace), options.pool_objects,
+                             inventory=options.inventory, inventory_docs=inventory_docs)
+    return repo, gangs, pool_objs
+
+
+def _built(repo: Repo, gangs: list[Gang], sink: DiagnosticSink, warned: set[str] | None = None) -> list[BuiltGang]:
+    """``gangs`` built, and held to the restricted Pod Security profile when the repo asks for it."""
+    built = build_gangs(repo, gangs, sink, warned)
+    if repo.config.policy.pod_security == "restricted":
+        check_restricted(repo, built)
+    return built
 
 
 def _origin(repo: Repo, obj: dict[str, Any], owner: Gang | None) -> tuple[str, Position | None]:
