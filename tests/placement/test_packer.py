@@ -15,7 +15,7 @@ from toporender.errors import UserError
 from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
-from toporender.placement.inventory import Inventory, load_inventory
+from toporender.placement.inventory import Inventory, Node, load_inventory
 from toporender.placement.packer import pack
 
 LEVELS = ["zone", "block", "rack"]
@@ -299,3 +299,30 @@ def test_later_gangs_never_move_a_gang_with_excluded_nodes() -> None:
     alone = pack(POOL, LEVELS, [first]).gangs["first"]
     assert plan.gangs["first"].pod_nodes == alone.pod_nodes
     assert "a1-2-n1" not in plan.gangs["first"].pod_nodes.values()
+
+
+def _racks(*free: int, node_gpus: int = 8) -> Inventory:
+    """One zone, one block; rack r<i> is one node of ``node_gpus`` GPUs with ``free[i]`` of them free."""
+    return Inventory.of([Node(f"n{i}", {"zone": "z", "block": "b", "rack": f"r{i}"}, node_gpus, node_gpus - f)
+                         for i, f in enumerate(free)])
+
+
+@pytest.mark.parametrize(("name", "free", "gangs", "expect"), [
+    # the tightest rack (5 free) would keep 1 GPU, less than the 4 any gang seen so far asks: take the 8
+    ("hole avoided", (5, 8), [gang("g", required="rack", pods=1)], "r1"),
+    # an exact fit leaves no hole at all
+    ("exact fit kept", (4, 8), [gang("g", required="rack", pods=1)], "r0"),
+    # every rack would keep a hole: the tightest still
+    ("only holes: tightest", (5, 6), [gang("g", required="rack", pods=1)], "r0"),
+    # a 2-GPU gang seen before makes 2 free GPUs usable, 1 still a hole: r2 (6 -> 2) over r1 (5 -> 1)
+    ("smaller gang seen before", (2, 5, 6), [gang("a", required="rack", pods=1, gpus=2),
+                                             gang("g", required="rack", pods=1)], "r2"),
+    # inside a block the pods go to the child rack that keeps no hole too
+    ("child rack of a block", (5, 8), [gang("g", required="block", pods=1)], "r1"),
+])
+def test_tightest_fit_avoids_holes(name: str, free: tuple[int, ...], gangs: list[GangDemand],
+                                   expect: str) -> None:
+    plan = pack(_racks(*free), LEVELS, gangs)
+    got = plan.gangs["g"]
+    assert got.placed, got.reason
+    assert {n.replace("n", "r") for n in got.pod_nodes.values()} == {expect}, name

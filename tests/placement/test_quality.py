@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toporender.placement.packer import pack
 
 SEEDS = range(100, 112)
@@ -60,3 +62,25 @@ def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:
         for baseline in (firstfit_run, bestfit_run):
             got = sum(gpus[k] for k in baseline(inst.inventory, LEVELS, inst.gangs))
             assert plan.placed_gpus >= got, (seed, baseline.__name__)
+
+SPREAD = [
+    # (mixed-family tuning or development seed, GPUs placed, gangs over more than one block); without re-placing
+    # the gangs a re-arrangement moved, 3, 3, 3 and 6 gangs were spread for the same GPUs
+    (2007, 321, ["g00006"]),
+    (3034, 251, ["g00007"]),
+    (3095, 236, ["g00001"]),
+    (3084, 243, ["g00000", "g00002", "g00003", "g00005"]),
+]
+
+
+@pytest.mark.parametrize(("seed", "gpus", "spread"), SPREAD, ids=[str(c[0]) for c in SPREAD])
+def test_moved_gangs_are_re_placed_on_fewer_blocks(seed: int, gpus: int, spread: list[str]) -> None:
+    from instances import FAMILY_LEVELS, check_plan, family_instance
+
+    inst = family_instance(seed)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
+    assert plan.placed_gpus == gpus
+    blocks = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+    got = sorted(k for k, g in plan.gangs.items() if len({blocks[n] for n in g.pod_nodes.values()}) > 1)
+    assert got == spread

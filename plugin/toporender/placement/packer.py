@@ -5,7 +5,9 @@ across subgroups) chooses, level by level, a domain for the gang and then for ea
 
 * candidates are the domains of the group's level inside its parent's domain that can hold all its pods, taken
   from a per-(ancestor, level) list sorted by free GPUs, so the first candidate is the best fit (least residual);
-  domains the same gang already uses come first; ties break on the domain path;
+  domains the same gang already uses come first; in small pools (``fit.HOLE_MAX_NODES``) a domain the group
+  would leave with a hole smaller than any leaf group seen so far comes after those it would not, unless that
+  spreads the gang over more domains than plain best fit; ties break on the domain path;
 * a preferred level is tried first and relaxed one level at a time up to the required level;
 * inside the chosen domain, pods go to the single child that fits tightest, else to the largest children first
   with the tightest child for the remainder (Kueue's descent), and finally to nodes sorted by free GPUs
@@ -14,8 +16,9 @@ across subgroups) chooses, level by level, a domain for the gang and then for ea
 When a gang does not fit, earlier gangs may be re-arranged (never dropped): the gangs lying inside one region (a
 domain of the new gang's required level, then coarser ones up to the pool) are lifted, assigned whole to domains
 of their required level (a search of its own), and each domain is re-packed by a depth-first search over leaf
-groups, largest pods first, with forward checking. Earlier gangs never move when the new gang fits as they are,
-which is what makes plans stable under appended gangs.
+groups, largest pods first, with forward checking; in small regions the moved gangs that span several domains of
+their preferred level are then re-placed, alone or in pairs, where that spans fewer. Earlier gangs never move when
+the new gang fits as they are, which is what makes plans stable under appended gangs.
 
 Work is bounded by step budgets that depend only on the gangs seen so far, so the result for a prefix of the
 arrival order never depends on what comes after it and the worst-case time stays bounded.
@@ -55,7 +58,7 @@ class Packer(Repairer):
                 continue
             ok = False
             if not self._hopeless(gang):
-                ok, _ = self.place(gang, ROOT, fit.GANG_STEPS)
+                ok, _ = self.place_fewest(gang, ROOT, fit.GANG_STEPS)
             if not ok:
                 reason = self.reason(gang)
                 shape = (gang.groups[0].req, gang.need, gang.max_leaf)
