@@ -99,8 +99,11 @@ def _run_documents(target: Path) -> list[Document] | None:
               show_default=True, help="svg and html draw the plan as a picture (repos, not Run specs).")
 @click.option("--inventory", "inventory", default=None, help="Node inventory (compact form or a NodeList dump).")
 @click.option("--wide", is_flag=True, help="Table: full domain names and notes, one line per gang, however wide.")
+@click.option("--jobs", "jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes that read a large repo's workflows (1: this one only). Default: $TOPORENDER_JOBS, "
+                   "else the CPUs available.")
 @guarded("plan")
-def plan_cmd(target: str, fmt: str, inventory: str | None, wide: bool) -> None:
+def plan_cmd(target: str, fmt: str, inventory: str | None, wide: bool, jobs: int | None) -> None:
     """Show where every gang (or Run) would go: domains, nodes, usage, fragmentation and the plan hash."""
     from toporender.placement.report import format_plan
 
@@ -123,9 +126,11 @@ def plan_cmd(target: str, fmt: str, inventory: str | None, wide: bool) -> None:
                 click.echo(f"warning: {r.reason}", err=True)
         click.echo(format_plan(plan, fmt, target, wide), nl=False)
         return
+    from toporender.jobs import default_jobs
     from toporender.pipeline import plan_repo
 
-    plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None)
+    plans = plan_repo(path if path.is_dir() else path.parent, Path(inventory) if inventory else None,
+                      jobs or default_jobs())
     if not plans:
         raise UserError(Diagnostic("no pool of this repo has an inventory to plan against; set 'inventory:' in "
                                    "toporender.yaml or pass --inventory", Position("toporender.yaml")))

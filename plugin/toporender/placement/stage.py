@@ -136,8 +136,10 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
 
 def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
-               order: Sequence[str] | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
+               order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None
+               ) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
+    ``inventories``: those read already, by path (:func:`pool_inventory`'s cache).
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
     caller that only plans can drop each gang's Pods as soon as it has its demand."""
@@ -146,7 +148,7 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
     from toporender.placement.packer import pack
 
     arrived = arrival(gangs, load_order(repo.root) if order is None else order)
-    cache: dict[str, Inventory] = {}
+    cache: dict[str, Inventory] = {} if inventories is None else inventories
     plans: list[tuple[str, PlacementPlan, list[A]]] = []
     for pool_name in sorted(repo.config.pools):
         pool = repo.config.pools[pool_name]
