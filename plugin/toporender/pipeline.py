@@ -368,8 +368,9 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     expanding and building.
 
     With ``jobs`` > 1 and at least :data:`PARALLEL_FROM_FILES` files, worker processes read the files (chunks of
-    them, results taken in file order) while this process reads the inventory. Any problem they meet sends the
-    repo through this process one file at a time, so messages and their order never depend on ``jobs``."""
+    them, results taken in file order) while this process reads the inventory and builds its topology tree. Any
+    problem they meet sends the repo through this process one file at a time, so messages and their order never
+    depend on ``jobs``."""
     from toporender.placement.stage import plan_pools
 
     config_doc, config = load_repo_config(root)
@@ -378,13 +379,15 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     _check_repo_config(repo, config_sink)
     paths = workflow_paths(root, config)
     inventories: dict[str, Any] = {}
+    trees: dict[str, Any] = {}
     planned = None
     if jobs > 1 and len(paths) >= PARALLEL_FROM_FILES and not config_sink.errors:
-        planned = _plan_in_processes(repo, paths, jobs, lambda: _read_inventories(repo, inventory, inventories))
+        planned = _plan_in_processes(repo, paths, jobs,
+                                     lambda: _read_inventories(repo, inventory, inventories, trees))
     queued, demands = planned or _plan_here(repo, paths, config_sink)
     inv = _inventory_in_repo(root, inventory)
     return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
-                                                           inventories=inventories)]
+                                                           inventories=inventories, trees=trees)]
 
 
 def _plan_here(repo: Repo, paths: list[str], config_sink: DiagnosticSink) -> tuple[list[Queued], dict[str, Any]]:
@@ -473,10 +476,11 @@ def _plan_chunk(paths: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]
     return list(names), out
 
 
-def _read_inventories(repo: Repo, inventory: Path | None, into: dict[str, Any]) -> None:
-    """Read every pool's inventory ahead, into the cache :func:`plan_pools` reads them from; one that cannot be
-    read is left for it to read again, and report in its turn."""
-    from toporender.placement.stage import pool_inventory
+def _read_inventories(repo: Repo, inventory: Path | None, into: dict[str, Any], trees: dict[str, Any]) -> None:
+    """Read every pool's inventory ahead and build its topology tree, for :func:`plan_pools` to pack into; one
+    that cannot be read or built is left for it to read again, and report in its turn. A pool without gangs
+    costs its tree for nothing (its inventory is read by a render all the same)."""
+    from toporender.placement.stage import pool_tree
 
     try:
         inv = _inventory_in_repo(repo.root, inventory) if repo.root is not None else None
@@ -484,9 +488,11 @@ def _read_inventories(repo: Repo, inventory: Path | None, into: dict[str, Any]) 
         return
     for pool_name in sorted(repo.config.pools):
         try:
-            pool_inventory(repo, pool_name, inv, None, into)
+            tree = pool_tree(repo, pool_name, inv, into)
         except Exception:  # noqa: BLE001, S112 - reported, or raised, where plan_pools reads it
             continue
+        if tree is not None:
+            trees[pool_name] = tree
 
 
 def _inventory_in_repo(root: Path, inventory: Path | None) -> str | None:

@@ -105,8 +105,10 @@ _BAD_LATER = {f"workflows/w{i}.yaml": _wf(f"w{i}") for i in range(4)}
      ["workflows/w1.yaml:3:3: pool 'nope'", "workflows/w3.yaml:2:3: workflow name 'w0' is also used"]),
     ({**_BAD_LATER, "workflows/w2.yaml": "workflow: {name: x}\n", "workflows/w3.yaml": "- [\n"},
      ["workflows/w2.yaml:1:1: workflow: set exactly one", "workflows/w3.yaml:2:1: invalid YAML"]),
+    ({**_BAD_LATER, "nodes.yaml": _INVENTORY.replace("gpus: 8", "gpus: -8")},
+     ["nodes.yaml:4:14: gpus must be a non-negative integer, got -8"]),
 ], ids=["load error first", "expand error", "duplicate names across files", "config error", "no workflow",
-        "problems in later files", "load errors in later files"])
+        "problems in later files", "load errors in later files", "inventory read ahead"])
 def test_plan_reports_what_render_reports(tmp_path: Path, files: dict[str, str], expected: list[str], jobs: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """``plan`` reads a repo one workflow at a time, or in worker processes; its problems are still the

@@ -34,6 +34,7 @@ from toporender.placement.outcomes import (
 if TYPE_CHECKING:
     from toporender.placement.inventory import Inventory
     from toporender.placement.plan import PlacementPlan
+    from toporender.placement.tree import Tree
 
 class Arriving(Protocol):
     """A gang as arrival order and pools see it (a :class:`Gang`, or a summary of one)."""
@@ -136,10 +137,11 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
 
 def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
-               order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None
-               ) -> list[tuple[str, PlacementPlan, list[A]]]:
+               order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None,
+               trees: dict[str, Tree] | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
-    ``inventories``: those read already, by path (:func:`pool_inventory`'s cache).
+    ``inventories``: those read already, by path (:func:`pool_inventory`'s cache); ``trees``: the pools' trees
+    built from them already, by pool (:func:`pool_tree`).
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
     caller that only plans can drop each gang's Pods as soon as it has its demand."""
@@ -160,8 +162,21 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
             continue
         levels = [k.label for k in pool.topology_keys]
         plans.append((pool_name, pack(inv, levels, [demands[g.key] for g in members],
-                                      node_selector=pool.node_selector), members))
+                                      node_selector=pool.node_selector,
+                                      tree=trees.pop(pool_name, None) if trees else None), members))
     return plans
+
+
+def pool_tree(repo: Repo, pool_name: str, inventory: str | None, cache: dict[str, Inventory]) -> Tree | None:
+    """The topology tree :func:`plan_pools` packs a pool into, built from the pool's inventory in ``cache`` (read
+    into it when missing); None when the pool has no inventory. Raises what reading or building raises."""
+    from toporender.placement.tree import Tree
+
+    inv = pool_inventory(repo, pool_name, inventory, None, cache)
+    if inv is None:
+        return None
+    pool = repo.config.pools[pool_name]
+    return Tree(inv, [k.label for k in pool.topology_keys], pool.node_selector or {})
 
 
 class PlanMemo(Protocol):
