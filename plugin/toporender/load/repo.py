@@ -193,7 +193,7 @@ def workflow_paths(root: Path, config: RepoConfig) -> list[str]:
     rels = discover(root, config.workflows, {CONFIG_FILE})
     total = 0
     for rel in rels:
-        total += (root / rel).stat().st_size
+        total += os.stat(os.path.join(root, rel)).st_size
         if total > MAX_TOTAL_BYTES:
             raise fail(f"the workflow files add up to more than {MAX_TOTAL_BYTES // 2**20} MiB; split the repo "
                        "into several (one Argo CD application each)", Position(rel))
