@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -64,9 +64,10 @@ def _worker_setup(initializer: Callable[..., None], *args: Any) -> None:
 
 def map_in_processes(fn: Callable[[T], R], items: Sequence[T], jobs: int, *,
                      initializer: Callable[..., None], initargs: tuple[Any, ...],
-                     meanwhile: Callable[[], None] = lambda: None) -> list[R]:
+                     meanwhile: Callable[[Iterator[R]], None] = lambda results: None) -> list[R]:
     """``[fn(item) for item in items]`` run in ``jobs`` worker processes, each set up once by
-    ``initializer(*initargs)``; ``meanwhile`` runs in this process while they work.
+    ``initializer(*initargs)``; ``meanwhile`` runs in this process while they work, and may take the results
+    as they come, in order, from the iterator it is given (which raises what taking them raises).
 
     ``fn`` and ``initializer`` must be module-level functions and ``initargs`` picklable, so that any start method
     works. An exception ``fn`` raises is raised here (for the first item, in order, that raised one). Raises
@@ -77,7 +78,7 @@ def map_in_processes(fn: Callable[[T], R], items: Sequence[T], jobs: int, *,
     pool = executor.pool
     try:
         futures = [*executor.first, *(pool.submit(fn, item) for item in items[jobs:])]
-        meanwhile()
+        meanwhile(f.result() for f in futures)
         results = [f.result() for f in futures]
     except BrokenProcessPool:
         pool.shutdown(wait=True)

@@ -8,7 +8,7 @@ is ever half-rendered, and nothing is returned that fails the output checks (:fu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -368,10 +368,10 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     expanding and building.
 
     With ``jobs`` > 1 and at least :data:`PARALLEL_FROM_FILES` files, worker processes read the files (chunks of
-    them, results taken in file order) while this process reads the inventory and builds its topology tree. Any
-    problem they meet sends the repo through this process one file at a time, so messages and their order never
-    depend on ``jobs``."""
-    from toporender.placement.stage import plan_pools
+    them, results taken in file order) while this process reads the inventory, builds its topology tree and
+    compiles the gangs for the packer as they come. Any problem they meet sends the repo through this process one
+    file at a time, so messages and their order never depend on ``jobs``."""
+    from toporender.placement.stage import compile_ahead, plan_pools
 
     config_doc, config = load_repo_config(root)
     repo = Repo(root, config_doc, config, ())
@@ -380,14 +380,29 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     paths = workflow_paths(root, config)
     inventories: dict[str, Any] = {}
     trees: dict[str, Any] = {}
+    compiled: dict[str, dict[str, Any]] = {}
+
+    def meanwhile(chunks: Iterator[_Chunk | None]) -> None:
+        """Read the inventories and build their trees, then compile the gangs as the workers send them."""
+        _read_inventories(repo, inventory, inventories, trees)
+        if not trees:
+            return
+        try:
+            for chunk in chunks:
+                if chunk is None:
+                    return
+                compile_ahead(trees, chunk[1], compiled)
+        except Exception:  # noqa: BLE001, S110 - what a worker raised is _plan_in_processes's to handle
+            return
+
     planned = None
     if jobs > 1 and len(paths) >= PARALLEL_FROM_FILES and not config_sink.errors:
-        planned = _plan_in_processes(repo, paths, jobs,
-                                     lambda: _read_inventories(repo, inventory, inventories, trees))
+        planned = _plan_in_processes(repo, paths, jobs, meanwhile)
     queued, demands = planned or _plan_here(repo, paths, config_sink)
     inv = _inventory_in_repo(root, inventory)
     return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
-                                                           inventories=inventories, trees=trees)]
+                                                           inventories=inventories, trees=trees,
+                                                           compiled=compiled)]
 
 
 def _plan_here(repo: Repo, paths: list[str], config_sink: DiagnosticSink) -> tuple[list[Queued], dict[str, Any]]:
@@ -421,7 +436,7 @@ def _file_demands(one: Repo, sink: DiagnosticSink, names: dict[str, str], warned
             for gang in expand(one, sink=sink, names=names)]
 
 
-def _plan_in_processes(repo: Repo, paths: list[str], jobs: int, meanwhile: Callable[[], None]
+def _plan_in_processes(repo: Repo, paths: list[str], jobs: int, meanwhile: Callable[[Iterator[_Chunk | None]], None]
                        ) -> tuple[list[Queued], dict[str, Any]] | None:
     """:func:`_plan_here` with the files read in ``jobs`` worker processes; None when any file has a problem
     (or two files a workflow name), for :func:`_plan_here` to report in its order."""
@@ -456,7 +471,11 @@ def _plan_worker(repo: Repo) -> None:
     _WORKER_REPO[:] = [repo]
 
 
-def _plan_chunk(paths: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]] | None:
+_Chunk = tuple[list[str], list[tuple[str, str, Any]]]
+"""What a worker sends for a chunk of files: the workflow names, and each gang's key, pool and demand."""
+
+
+def _plan_chunk(paths: list[str]) -> _Chunk | None:
     """In a worker: the workflow names (as compared for uniqueness) and the gangs' (key, pool, demand) of the
     files ``paths``, or None as soon as one has a problem."""
     repo = _WORKER_REPO[0]

@@ -17,6 +17,7 @@ from conftest import ROOT, write_repo
 from toporender import jobs as jobs_module
 from toporender import pipeline
 from toporender.cli import cli
+from toporender.placement import fit
 
 
 def run(*args: str, stdin: str | None = None):  # noqa: ANN201
@@ -137,7 +138,8 @@ def scale_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_plan_is_the_same_whatever_the_jobs(scale_repo: Path, jobs: str, start_method: str | None,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Byte for byte the plan of one process, whatever the count of workers and however they are started; the
-    workers did the reading (this process never read the files itself)."""
+    workers did the reading (this process never read the files itself), and the gangs were compiled for the
+    packer while they did (packing compiled none)."""
     one = run("plan", str(scale_repo), "--format", "json", "--jobs", "1")
     assert one.exit_code == 0, one.output
     monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
@@ -147,6 +149,7 @@ def test_plan_is_the_same_whatever_the_jobs(scale_repo: Path, jobs: str, start_m
         raise AssertionError("the repo was read in this process")
 
     monkeypatch.setattr(pipeline, "_plan_here", never)
+    monkeypatch.setattr(fit, "compile_gang", never)
     many = run("plan", str(scale_repo), "--format", "json", "--jobs", jobs)
     assert many.exit_code == 0, many.output
     assert many.stdout == one.stdout

@@ -10,7 +10,7 @@ Arrival order (which gang keeps priority) comes from ``toporender.lock`` when th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -32,6 +32,8 @@ from toporender.placement.outcomes import (
 )
 
 if TYPE_CHECKING:
+    from toporender.placement.compiled import CompiledGang
+    from toporender.placement.demand import GangDemand
     from toporender.placement.inventory import Inventory
     from toporender.placement.plan import PlacementPlan
     from toporender.placement.tree import Tree
@@ -138,10 +140,12 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
 def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
                order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None,
-               trees: dict[str, Tree] | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
+               trees: dict[str, Tree] | None = None, compiled: Mapping[str, Mapping[str, CompiledGang]] | None = None
+               ) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
     ``inventories``: those read already, by path (:func:`pool_inventory`'s cache); ``trees``: the pools' trees
-    built from them already, by pool (:func:`pool_tree`).
+    built from them already, by pool (:func:`pool_tree`), with ``compiled``, gangs compiled against them ahead
+    (:func:`compile_ahead`), by pool and key.
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
     caller that only plans can drop each gang's Pods as soon as it has its demand."""
@@ -161,10 +165,28 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
         if inv is None:
             continue
         levels = [k.label for k in pool.topology_keys]
+        tree = trees.pop(pool_name, None) if trees else None
         plans.append((pool_name, pack(inv, levels, [demands[g.key] for g in members],
-                                      node_selector=pool.node_selector,
-                                      tree=trees.pop(pool_name, None) if trees else None), members))
+                                      node_selector=pool.node_selector, tree=tree,
+                                      compiled=compiled.get(pool_name) if tree and compiled else None), members))
     return plans
+
+
+def compile_ahead(trees: Mapping[str, Tree], gangs: Iterable[tuple[str, str, GangDemand]],
+                  into: dict[str, dict[str, CompiledGang]]) -> None:
+    """Compile the gangs (key, pool, demand) of pools that have a tree in ``trees`` against it, into ``into`` by
+    pool and key, for :func:`plan_pools` to pack. A gang that cannot be compiled is left for packing to compile
+    again, and report in its turn."""
+    from toporender.placement.compiled import compile_gang
+
+    for key, pool_name, demand in gangs:
+        tree = trees.get(pool_name)
+        if tree is None:
+            continue
+        try:
+            into.setdefault(pool_name, {})[key] = compile_gang(tree, -1, demand)
+        except Exception:  # noqa: BLE001, S112 - raised again where the packer compiles it
+            continue
 
 
 def pool_tree(repo: Repo, pool_name: str, inventory: str | None, cache: dict[str, Inventory]) -> Tree | None:
