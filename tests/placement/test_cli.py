@@ -73,7 +73,7 @@ def test_plan_json_is_what_the_standard_encoder_writes() -> None:
 
     for data in ({"p": {"gangs": [{"a": 1, "b": [1, 2], "c": None, "d": True, "e": {}}], "x": []}},
                  {"p": {"label": "zone-ä"}}, {"p": {"big": 2**70}}):
-        assert _plan_json(data) == json.dumps(data, indent=2)
+        assert _plan_json(data) == (json.dumps(data, indent=2) + "\n").encode()
 
 
 _INVENTORY = ("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
