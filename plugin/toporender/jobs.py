@@ -1,9 +1,10 @@
 """Work spread over worker processes, for the commands that read a large repo (``toporender plan``).
 
 Reading, validating and expanding 10,000 workflow files is most of a large plan, and each file is read on its own,
-so worker processes can read chunks of them while this process does something else (reads the inventory).
-Results come back in the order of the chunks, so the output never depends on which worker was faster. Only our
-own processes exchange pickled data here, never anything read from disk.
+so worker processes can read chunks of them while this process does something else (reads the inventory, then
+takes their results as they come). Results come back in the order of the chunks, so the output never depends on
+which worker was faster. Workers start the platform's way (fork on Linux up to Python 3.13); nothing relies on
+it. Only our own processes exchange pickled data here, never anything read from disk.
 
 A worker that dies (killed, out of memory) ends the command with :class:`WorkerLost`; Ctrl-C stops the workers
 (they ignore it themselves, so none prints a traceback) and the command writes nothing.
