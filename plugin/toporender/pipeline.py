@@ -8,7 +8,7 @@ is ever half-rendered, and nothing is returned that fails the output checks (:fu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ from toporender.load.repo import (
     load_repo,
     load_repo_config,
     load_workflow,
+    read_workflow,
+    workflow_paths,
 )
 from toporender.load.yaml_source import Document
 from toporender.options import RenderOptions
@@ -353,44 +355,175 @@ def _positioned(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | N
     return errors
 
 
-def plan_repo(root: Path, inventory: Path | None = None) -> list[tuple[str, Any]]:
+PARALLEL_FROM_FILES = 256
+"""Repos with fewer workflow files are planned in this process: starting workers costs more than it saves."""
+
+
+def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[tuple[str, Any]]:
     """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``).
 
     The repo is read one workflow at a time, and only each gang's demand is kept: the models and Pods of a
     10,000-workflow repo were most of a plan's memory. Problems are reported as a render reports them, in its
     order: files that cannot be loaded, else the config's cross-field problems, else everything wrong in
-    expanding and building."""
-    from toporender.placement.stage import gang_demand, plan_pools
+    expanding and building.
+
+    With ``jobs`` > 1 and at least :data:`PARALLEL_FROM_FILES` files, worker processes read the files (chunks of
+    them, results taken in file order) while this process reads the inventory, builds its topology tree and
+    compiles the gangs for the packer as they come. Any problem they meet sends the repo through this process one
+    file at a time, so messages and their order never depend on ``jobs``."""
+    from toporender.placement.stage import compile_ahead, plan_pools
 
     config_doc, config = load_repo_config(root)
     repo = Repo(root, config_doc, config, ())
-    load_sink, config_sink, sink = DiagnosticSink(), DiagnosticSink(), DiagnosticSink()
+    config_sink = DiagnosticSink()
     _check_repo_config(repo, config_sink)
+    paths = workflow_paths(root, config)
+    inventories: dict[str, Any] = {}
+    trees: dict[str, Any] = {}
+    compiled: dict[str, dict[str, Any]] = {}
+
+    def meanwhile(chunks: Iterator[_Chunk | None]) -> None:
+        """Read the inventories and build their trees, then compile the gangs as the workers send them."""
+        _read_inventories(repo, inventory, inventories, trees)
+        if not trees:
+            return
+        try:
+            for chunk in chunks:
+                if chunk is None:
+                    return
+                compile_ahead(trees, chunk[1], compiled)
+        except Exception:  # noqa: BLE001, S110 - what a worker raised is _plan_in_processes's to handle
+            return
+
+    planned = None
+    if jobs > 1 and len(paths) >= PARALLEL_FROM_FILES and not config_sink.errors:
+        planned = _plan_in_processes(repo, paths, jobs, meanwhile)
+    queued, demands = planned or _plan_here(repo, paths, config_sink)
+    inv = _inventory_in_repo(root, inventory)
+    return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
+                                                           inventories=inventories, trees=trees,
+                                                           compiled=compiled)]
+
+
+def _plan_here(repo: Repo, paths: list[str], config_sink: DiagnosticSink) -> tuple[list[Queued], dict[str, Any]]:
+    """Each gang's packing key and demand, the files read in this process; raises every problem as a render does."""
+    assert repo.root is not None
+    load_sink, sink = DiagnosticSink(), DiagnosticSink()
     demands: dict[str, Any] = {}
     queued: list[Queued] = []
     names: dict[str, str] = {}
     warned: set[str] = set()
-    for wf in iter_workflows(root, config, load_sink):
+    for wf in iter_workflows(repo.root, repo.config, load_sink, paths):
         if load_sink.errors or config_sink.errors:
             continue  # reading on only to report every file that cannot be loaded
-        one = replace(repo, workflows=(wf,))
-        for gang in expand(one, sink=sink, names=names):
-            demands[gang.key] = gang_demand(gang, build_gang(gang, one, sink, warned, delivery=False)[1])
-            queued.append(Queued(gang.key, gang.pool_name))
+        for key, pool_name, demand in _file_demands(replace(repo, workflows=(wf,)), sink, names, warned):
+            demands[key] = demand
+            queued.append(Queued(key, pool_name))
     load_sink.raise_if_errors()
     config_sink.raise_if_errors()
     if not names:
         check_not_empty(repo)
     sink.raise_if_errors()
-    inv = None
-    if inventory is not None:
-        inv = inventory.as_posix()
-        if inventory.is_absolute():
-            if not inventory.resolve().is_relative_to(root.resolve()):
-                raise fail(f"--inventory {inventory} is outside the repo {root}; copy it into the repo, or pass a "
-                           "path inside it", Position(str(inventory)))
-            inv = inventory.resolve().relative_to(root.resolve()).as_posix()
-    return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv)]
+    return queued, demands
+
+
+def _file_demands(one: Repo, sink: DiagnosticSink, names: dict[str, str], warned: set[str]
+                  ) -> list[tuple[str, str, Any]]:
+    """(key, pool, demand) of every gang of the one workflow of ``one``; problems go to ``sink``."""
+    from toporender.placement.stage import gang_demand
+
+    return [(gang.key, gang.pool_name, gang_demand(gang, build_gang(gang, one, sink, warned, delivery=False)[1]))
+            for gang in expand(one, sink=sink, names=names)]
+
+
+def _plan_in_processes(repo: Repo, paths: list[str], jobs: int, meanwhile: Callable[[Iterator[_Chunk | None]], None]
+                       ) -> tuple[list[Queued], dict[str, Any]] | None:
+    """:func:`_plan_here` with the files read in ``jobs`` worker processes; None when any file has a problem
+    (or two files a workflow name), for :func:`_plan_here` to report in its order."""
+    from toporender.jobs import WorkerLost, map_in_processes
+
+    size = max(1, min(128, -(-len(paths) // (jobs * 8))))
+    try:
+        chunks = map_in_processes(_plan_chunk, [paths[i:i + size] for i in range(0, len(paths), size)], jobs,
+                                  initializer=_plan_worker, initargs=(repo,), meanwhile=meanwhile)
+    except WorkerLost:
+        raise
+    except Exception:  # noqa: BLE001 - whatever a file raises, this process raises reading it on its own
+        return None
+    names: set[str] = set()
+    demands: dict[str, Any] = {}
+    queued: list[Queued] = []
+    for chunk in chunks:
+        if chunk is None or not names.isdisjoint(chunk[0]):
+            return None
+        names.update(chunk[0])
+        for key, pool_name, demand in chunk[1]:
+            demands[key] = demand
+            queued.append(Queued(key, pool_name))
+    return queued, demands
+
+
+_WORKER_REPO: list[Repo] = []
+
+
+def _plan_worker(repo: Repo) -> None:
+    """Set a worker process up with the repo's config (:func:`_plan_chunk` reads the files)."""
+    _WORKER_REPO[:] = [repo]
+
+
+_Chunk = tuple[list[str], list[tuple[str, str, Any]]]
+"""What a worker sends for a chunk of files: the workflow names, and each gang's key, pool and demand."""
+
+
+def _plan_chunk(paths: list[str]) -> _Chunk | None:
+    """In a worker: the workflow names (as compared for uniqueness) and the gangs' (key, pool, demand) of the
+    files ``paths``, or None as soon as one has a problem."""
+    repo = _WORKER_REPO[0]
+    assert repo.root is not None
+    sink = DiagnosticSink()
+    names: dict[str, str] = {}
+    warned: set[str] = set()
+    out: list[tuple[str, str, Any]] = []
+    for path in paths:
+        try:
+            wf = read_workflow(repo.root, path)
+        except UserError:
+            return None
+        out += _file_demands(replace(repo, workflows=(wf,)), sink, names, warned)
+        if sink.errors:
+            return None
+    return list(names), out
+
+
+def _read_inventories(repo: Repo, inventory: Path | None, into: dict[str, Any], trees: dict[str, Any]) -> None:
+    """Read every pool's inventory ahead and build its topology tree, for :func:`plan_pools` to pack into; one
+    that cannot be read or built is left for it to read again, and report in its turn. A pool without gangs
+    costs its tree for nothing (its inventory is read by a render all the same)."""
+    from toporender.placement.stage import pool_tree
+
+    try:
+        inv = _inventory_in_repo(repo.root, inventory) if repo.root is not None else None
+    except UserError:
+        return
+    for pool_name in sorted(repo.config.pools):
+        try:
+            tree = pool_tree(repo, pool_name, inv, into)
+        except Exception:  # noqa: BLE001, S112 - reported, or raised, where plan_pools reads it
+            continue
+        if tree is not None:
+            trees[pool_name] = tree
+
+
+def _inventory_in_repo(root: Path, inventory: Path | None) -> str | None:
+    """``--inventory`` as a path inside the repo (the form the config gives), refused when outside it."""
+    if inventory is None:
+        return None
+    if not inventory.is_absolute():
+        return inventory.as_posix()
+    if not inventory.resolve().is_relative_to(root.resolve()):
+        raise fail(f"--inventory {inventory} is outside the repo {root}; copy it into the repo, or pass a "
+                   "path inside it", Position(str(inventory)))
+    return inventory.resolve().relative_to(root.resolve()).as_posix()
 
 
 @dataclass(frozen=True)

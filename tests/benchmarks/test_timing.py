@@ -47,3 +47,18 @@ def test_failing_child_ends_the_benchmark_with_its_stderr() -> None:
     failure = run_within(30, [sys.executable, "-c", code], capture=False)
     assert isinstance(failure, SystemExit)
     assert "exit code 3:" in str(failure) and str(failure).endswith("the reason")
+
+
+_ALLOCATE = "import time; b = bytearray({mib} << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.3)"
+
+
+@pytest.mark.parametrize(("tree", "at_least", "at_most"), [(True, 240, 400), (False, 140, 230)],
+                         ids=["the tree summed", "the child alone"])
+def test_peak_memory_of_a_process_tree(tree: bool, at_least: float, at_most: float) -> None:
+    """A child of 150 MiB that starts one of 100 MiB: the tree's figure counts both, the child's its own."""
+    grandchild = _ALLOCATE.format(mib=100)
+    code = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+            f"{_ALLOCATE.format(mib=150)}; p.wait()")
+    child = TIMING.run_child([sys.executable, "-c", code], tree=tree)
+    assert at_least <= child.rss_mib <= at_most, child
+    assert child.processes == (2 if tree else 1)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,8 +13,11 @@ import yaml
 from click.testing import CliRunner
 from tests.placement.conftest import FIXTURES
 
-from conftest import write_repo
+from conftest import ROOT, write_repo
+from toporender import jobs as jobs_module
+from toporender import pipeline
 from toporender.cli import cli
+from toporender.placement import fit
 
 
 def run(*args: str, stdin: str | None = None):  # noqa: ANN201
@@ -67,7 +73,7 @@ def test_plan_json_is_what_the_standard_encoder_writes() -> None:
 
     for data in ({"p": {"gangs": [{"a": 1, "b": [1, 2], "c": None, "d": True, "e": {}}], "x": []}},
                  {"p": {"label": "zone-ä"}}, {"p": {"big": 2**70}}):
-        assert _plan_json(data) == json.dumps(data, indent=2)
+        assert _plan_json(data) == (json.dumps(data, indent=2) + "\n").encode()
 
 
 _INVENTORY = ("apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
@@ -81,6 +87,10 @@ def _wf(name: str, pool: str = "p") -> str:
            "    r: {gpu: 1}\n"
 
 
+_BAD_LATER = {f"workflows/w{i}.yaml": _wf(f"w{i}") for i in range(4)}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2", "3"])
 @pytest.mark.parametrize(("files", "expected"), [
     # a file that cannot be loaded hides what is wrong in the others, as in a render
     ({"workflows/a.yaml": _wf("a", pool="nope"), "workflows/b.yaml": "workflow: [\n"},
@@ -92,12 +102,92 @@ def _wf(name: str, pool: str = "p") -> str:
     ({"workflows/a.yaml": _wf("a"), "toporender.yaml": _CONFIG + "default_pool: q\n"},
      ["toporender.yaml:6:1: default_pool 'q' is not a pool"]),
     ({}, ["no file of the repo matches"]),
-], ids=["load error first", "expand error", "duplicate names across files", "config error", "no workflow"])
-def test_plan_reports_what_render_reports(tmp_path: Path, files: dict[str, str], expected: list[str]) -> None:
-    """``plan`` reads a repo one workflow at a time; its problems are still the render's, in the render's order."""
+    ({**_BAD_LATER, "workflows/w1.yaml": _wf("w1", pool="nope"), "workflows/w3.yaml": _wf("w0")},
+     ["workflows/w1.yaml:3:3: pool 'nope'", "workflows/w3.yaml:2:3: workflow name 'w0' is also used"]),
+    ({**_BAD_LATER, "workflows/w2.yaml": "workflow: {name: x}\n", "workflows/w3.yaml": "- [\n"},
+     ["workflows/w2.yaml:1:1: workflow: set exactly one", "workflows/w3.yaml:2:1: invalid YAML"]),
+    ({**_BAD_LATER, "nodes.yaml": _INVENTORY.replace("gpus: 8", "gpus: -8")},
+     ["nodes.yaml:4:14: gpus must be a non-negative integer, got -8"]),
+], ids=["load error first", "expand error", "duplicate names across files", "config error", "no workflow",
+        "problems in later files", "load errors in later files", "inventory read ahead"])
+def test_plan_reports_what_render_reports(tmp_path: Path, files: dict[str, str], expected: list[str], jobs: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plan`` reads a repo one workflow at a time, or in worker processes; its problems are still the
+    render's, in the render's order."""
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
     write_repo(tmp_path, {"toporender.yaml": _CONFIG, "nodes.yaml": _INVENTORY, **files})
-    plan, render = run("plan", str(tmp_path)), run("render", "--no-cache", str(tmp_path))
+    plan, render = run("plan", str(tmp_path), "--jobs", jobs), run("render", "--no-cache", str(tmp_path))
     assert plan.exit_code == render.exit_code == 1, plan.output
     assert plan.stdout == "" and plan.stderr == render.stderr
     lines = plan.stderr.splitlines()
     assert len(lines) == len(expected) and all(e in line for e, line in zip(expected, lines)), plan.stderr
+
+
+@pytest.fixture(scope="module")
+def scale_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """40 workflows of the scale benchmark on 720 nodes (every gang placed, some not: the inventory is small)."""
+    from conftest import load_script
+
+    generate = load_script(ROOT / "benchmarks" / "scale" / "generate.py", "scale_generate")
+    return generate.generate(tmp_path_factory.mktemp("scale"), workflows=40, nodes=720)
+
+
+@pytest.mark.parametrize(("jobs", "start_method"), [
+    ("2", None), ("3", None), ("2", "spawn"), ("2", "forkserver"), ("7", None),
+])
+def test_plan_is_the_same_whatever_the_jobs(scale_repo: Path, jobs: str, start_method: str | None,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Byte for byte the plan of one process, whatever the count of workers and however they are started; the
+    workers did the reading (this process never read the files itself), and the gangs were compiled for the
+    packer while they did (packing compiled none)."""
+    one = run("plan", str(scale_repo), "--format", "json", "--jobs", "1")
+    assert one.exit_code == 0, one.output
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "START_METHOD", start_method)
+
+    def never(*_: object) -> None:
+        raise AssertionError("the repo was read in this process")
+
+    monkeypatch.setattr(pipeline, "_plan_here", never)
+    monkeypatch.setattr(fit, "compile_gang", never)
+    many = run("plan", str(scale_repo), "--format", "json", "--jobs", jobs)
+    assert many.exit_code == 0, many.output
+    assert many.stdout == one.stdout
+
+
+def _killed(_: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_that_dies_ends_plan_with_a_message(scale_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(pipeline, "_plan_chunk", _killed)
+    r = run("plan", str(scale_repo), "--format", "json", "--jobs", "2")
+    assert r.exit_code == 3 and r.stdout == ""
+    assert "worker process ended" in r.stderr and "Traceback" not in r.stderr
+    assert multiprocessing.active_children() == []
+
+
+def test_ctrl_c_stops_the_workers_and_writes_nothing(scale_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(pipeline, "_read_inventories", interrupted)
+    r = run("plan", str(scale_repo), "--format", "json", "--jobs", "2")
+    assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.stderr
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize(("args", "env", "code", "message"), [
+    (["--jobs", "0"], None, 2, "--jobs"),
+    (["--jobs", "two"], None, 2, "--jobs"),
+    ([], "0", 1, "TOPORENDER_JOBS must be a whole number"),
+    ([], "many", 1, "TOPORENDER_JOBS must be a whole number"),
+], ids=["zero", "not a number", "env zero", "env not a number"])
+def test_job_counts_that_are_refused(scale_repo: Path, args: list[str], env: str | None, code: int, message: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if env is not None:
+        monkeypatch.setenv("TOPORENDER_JOBS", env)
+    r = run("plan", str(scale_repo), *args)
+    assert r.exit_code == code and r.stdout == "" and message in r.stderr, r.output

@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 
 from toporender.errors import Diagnostic, UserError
 from toporender.hosts.common import print_diagnostics as report
+from toporender.jobs import WorkerLost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,6 +53,10 @@ def guarded(command: str, hint: str = "") -> Callable[[F], F]:
                 return fn(*args, **kwargs)
             except UserError as err:
                 invalid_input(err, hint)
+            except WorkerLost as exc:
+                print(f"toporender {command}: {exc}", file=sys.stderr)
+                sys.stderr.flush()
+                raise SystemExit(INTERNAL) from None
             except RecursionError:
                 invalid_input(UserError(Diagnostic("input is nested too deeply to process; simplify it")), hint)
             except (SystemExit, KeyboardInterrupt):

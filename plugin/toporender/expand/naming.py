@@ -10,6 +10,7 @@ import hashlib
 import re
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 TOPORENDER_NS = uuid.uuid5(uuid.NAMESPACE_DNS, "toporender.dev")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -76,17 +77,21 @@ def workflow_uuid(namespace: str, workflow: str) -> uuid.UUID:
     return uid(TOPORENDER_NS, f"{namespace}/{normalize(workflow)}")
 
 
-def unique_names(raw: list[str], identities: list[str] | None = None, max_len: int = 63) -> list[str]:
+def unique_names(raw: list[str], identities: list[str] | Callable[[], list[str]] | None = None,
+                 max_len: int = 63) -> list[str]:
     """DNS labels for ``raw`` names that are distinct whenever the ``identities`` are (default: the raw names).
 
     A name keeps its raw text when that is a valid label. Names that collide once sanitised get a hash suffix
     of the raw text where that tells them apart (``A_b`` and ``a-b``), else of their identity (two paths of
     group names, ``a-b/c`` and ``a/b-c``, that join to one text). Suffixes grow while any two names still
-    clash, so distinct identities always end distinct.
+    clash, so distinct identities always end distinct. ``identities`` may be a function that gives them, called
+    only when two names clash (a large repo's subgroups seldom do).
     """
-    ids = raw if identities is None else identities
     names = [dns_label(r, max_len) for r in raw]
     clashes = Counter(names)
+    if len(clashes) == len(names):
+        return names
+    ids = raw if identities is None else identities() if callable(identities) else identities
     texts = Counter(raw)
     names = [dns_label(r, max_len, hash_source=r if texts[r] == 1 else i) if clashes[n] > 1 else n
              for r, i, n in zip(raw, ids, names)]

@@ -206,7 +206,7 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
     for child in node.children.values():
         emit(child, None)
 
-    names = unique_names(["-".join(r.path) for r in raw], [json.dumps(r.path) for r in raw])
+    names = unique_names(["-".join(r.path) for r in raw], lambda: [json.dumps(r.path) for r in raw])
     by_path = {r.path: name for r, name in zip(raw, names)}
     subgroups = tuple(
         Subgroup(by_path[r.path], by_path[r.parent] if r.parent else None, r.constraint, r.tasks,

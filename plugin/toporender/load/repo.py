@@ -172,26 +172,41 @@ def load_repo_config(root: Path) -> tuple[Document, RepoConfig]:
     return config_doc, load_config(config_doc)
 
 
-def iter_workflows(root: Path, config: RepoConfig, sink: DiagnosticSink) -> Iterator[WorkflowFile]:
+def iter_workflows(root: Path, config: RepoConfig, sink: DiagnosticSink,
+                   paths: list[str] | None = None) -> Iterator[WorkflowFile]:
     """The repo's workflows one file at a time, in path order; a file that cannot be loaded is an error in
     ``sink`` and is not yielded. A caller that keeps only what it derives from each workflow (``toporender
-    plan`` keeps demands) never holds the models of a large repo all at once."""
-    total = 0
-    for rel in discover(root, config.workflows, {CONFIG_FILE}):  # each one checked to stay inside the repo
-        path = root / rel
-        total += path.stat().st_size
-        if total > MAX_TOTAL_BYTES:
-            raise fail(f"the workflow files add up to more than {MAX_TOTAL_BYTES // 2**20} MiB; split the repo "
-                       "into several (one Argo CD application each)", Position(rel))
+    plan`` keeps demands) never holds the models of a large repo all at once. ``paths``: the
+    :func:`workflow_paths` a caller found already."""
+    for rel in workflow_paths(root, config) if paths is None else paths:
         try:
-            wf = load_workflow(single_document(path, rel))
+            wf = read_workflow(root, rel)
         except UserError as err:
             sink.extend(err)
             continue
-        # validated into wf.spec, and positions come from the text: the raw data of a 10,000-file repo was a
-        # quarter of its memory
-        wf.doc.data = None
         yield wf
+
+
+def workflow_paths(root: Path, config: RepoConfig) -> list[str]:
+    """The repo-relative paths of the repo's workflow files, in path order, each checked to stay inside the repo,
+    and all of them together within :data:`MAX_TOTAL_BYTES` (else the error at the first file past it)."""
+    rels = discover(root, config.workflows, {CONFIG_FILE})
+    total = 0
+    for rel in rels:
+        total += os.stat(os.path.join(root, rel)).st_size
+        if total > MAX_TOTAL_BYTES:
+            raise fail(f"the workflow files add up to more than {MAX_TOTAL_BYTES // 2**20} MiB; split the repo "
+                       "into several (one Argo CD application each)", Position(rel))
+    return rels
+
+
+def read_workflow(root: Path, rel: str) -> WorkflowFile:
+    """One workflow file of :func:`workflow_paths`, loaded and validated; raises what is wrong with it."""
+    wf = load_workflow(single_document(root / rel, rel))
+    # validated into wf.spec, and positions come from the text: the raw data of a 10,000-file repo was a
+    # quarter of its memory
+    wf.doc.data = None
+    return wf
 
 
 def check_not_empty(repo: Repo) -> None:

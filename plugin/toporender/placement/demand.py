@@ -23,6 +23,12 @@ class PodDemand:
     excluded: tuple[str, ...] = ()
     """Names of nodes this pod must not run on (the resource's ``nodesExcluded``)."""
 
+    def __reduce__(self) -> tuple[type[PodDemand], tuple[str, int, tuple[Toleration, ...], tuple[str, ...]]]:
+        """Pickled as a call of the class: a slotted dataclass's own state methods look its fields up for every
+        object, and ``toporender plan`` sends a large repo's 280,000 pods from its workers (half the time of
+        pickling them both ways)."""
+        return PodDemand, (self.name, self.gpus, self.tolerations, self.excluded)
+
 
 @dataclass(frozen=True)
 class SubgroupDemand:

@@ -87,14 +87,25 @@ def _fits(hist: Sequence[int], sizes: Sequence[tuple[int, int]], need: int) -> b
     return hist_count(hist, sizes) == sum(k for _, k in sizes) if need else True
 
 
+def _compiled(tree: Tree, idx: int, gang: GangDemand, ahead: Mapping[str, CompiledGang] | None) -> CompiledGang:
+    made = ahead.get(gang.key) if ahead else None
+    if made is None or made.demand is not gang:
+        return compile_gang(tree, idx, gang)
+    made.idx = idx
+    return made
+
+
 class Fitter:
     """The state of one packing run (tree, undo log, assignments) and the search that fits one gang."""
 
-    def __init__(self, tree: Tree, gangs: Sequence[GangDemand]):
+    def __init__(self, tree: Tree, gangs: Sequence[GangDemand],
+                 compiled: Mapping[str, CompiledGang] | None = None):
+        """``compiled``: gangs compiled against ``tree`` ahead (:func:`compile_gang`, any index), by key; the
+        others are compiled here."""
         self.tree = tree
         self.log: list[tuple[int, tuple[tuple[int, int], ...], int]] = []
         self.assign: dict[int, dict[int, int]] = {}
-        self.gangs = [compile_gang(tree, i, g) for i, g in enumerate(gangs)]
+        self.gangs = [_compiled(tree, i, g, compiled) for i, g in enumerate(gangs)]
         # per gang: the fewest GPUs a leaf group of it or of an earlier gang asks for; a domain left with fewer
         # free GPUs is a hole no gang seen so far could use (only earlier gangs count: a prefix's plan stays)
         self.hole: list[int] = []

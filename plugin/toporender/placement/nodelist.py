@@ -30,7 +30,6 @@ from toporender.placement.inventory import (
     MAX_INVENTORY_BYTES,
     Inventory,
     Node,
-    _all_strings,
     _compact_node,
     _k8s_node,
     _read,
@@ -112,12 +111,17 @@ class _Collector:
         """Take a compact entry that is plainly valid (as :func:`_plain_compact_node` judges) and not seen
         before, making its node once; False, having taken nothing, for anything else."""
         fields = plain_fields(raw)
-        if fields is None or fields[0] in self.seen or not _all_strings(fields[1]):
+        if fields is None or fields[0] in self.seen:
             return False
         name, labels, gpus = fields
         share = self.strings.setdefault
+        shared = {}
+        for k, v in labels.items():  # one pass that checks the types and shares the strings
+            if type(k) is not str or type(v) is not str:
+                return False
+            shared[share(k, k)] = share(v, v)
         self.seen[name] = None
-        self.nodes.append(Node(name, {share(k, k): share(v, v) for k, v in labels.items()}, gpus))
+        self.nodes.append(Node(name, shared, gpus))
         return True
 
 

@@ -329,19 +329,23 @@ def pack(
     gangs: Sequence[GangDemand],
     *,
     node_selector: Mapping[str, str] | None = None,
+    tree: Tree | None = None,
+    compiled: Mapping[str, CompiledGang] | None = None,
 ) -> PlacementPlan:
     """Place ``gangs`` (arrival order, earlier = higher priority) on ``inventory``.
 
     ``levels`` are the pool's topology label keys, coarsest first. Pure and deterministic: the plan depends only
-    on the node set (not its order) and on the gang sequence.
+    on the node set (not its order) and on the gang sequence. ``tree``: ``Tree(inventory, levels, node_selector)``
+    built ahead (while the demands were being made); packing changes it, so it serves one call. ``compiled``:
+    gangs compiled against that ``tree`` ahead, by key (:class:`~toporender.placement.fit.Fitter`).
     """
     keys = [g.key for g in gangs]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         raise fail(f"gang keys must be unique; repeated: {', '.join(dup)}")
     with _cyclic_gc_paused():
-        tree = Tree(inventory, levels, node_selector or {})
-        packer = Packer(tree, gangs)
+        tree = tree or Tree(inventory, levels, node_selector or {})
+        packer = Packer(tree, gangs, compiled)
         packer.run()
         if len(tree.node_names) <= GREEDY_MAX_NODES and packer.reasons:
             # Never below a greedy baseline: on pools small enough to pack three times, plain first-fit and

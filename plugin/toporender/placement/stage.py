@@ -10,7 +10,7 @@ Arrival order (which gang keeps priority) comes from ``toporender.lock`` when th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -32,8 +32,11 @@ from toporender.placement.outcomes import (
 )
 
 if TYPE_CHECKING:
+    from toporender.placement.compiled import CompiledGang
+    from toporender.placement.demand import GangDemand
     from toporender.placement.inventory import Inventory
     from toporender.placement.plan import PlacementPlan
+    from toporender.placement.tree import Tree
 
 class Arriving(Protocol):
     """A gang as arrival order and pools see it (a :class:`Gang`, or a summary of one)."""
@@ -136,8 +139,13 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
 
 def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
-               order: Sequence[str] | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
+               order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None,
+               trees: dict[str, Tree] | None = None, compiled: Mapping[str, Mapping[str, CompiledGang]] | None = None
+               ) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
+    ``inventories``: those read already, by path (:func:`pool_inventory`'s cache); ``trees``: the pools' trees
+    built from them already, by pool (:func:`pool_tree`), with ``compiled``, gangs compiled against them ahead
+    (:func:`compile_ahead`), by pool and key.
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
     caller that only plans can drop each gang's Pods as soon as it has its demand."""
@@ -146,7 +154,7 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
     from toporender.placement.packer import pack
 
     arrived = arrival(gangs, load_order(repo.root) if order is None else order)
-    cache: dict[str, Inventory] = {}
+    cache: dict[str, Inventory] = {} if inventories is None else inventories
     plans: list[tuple[str, PlacementPlan, list[A]]] = []
     for pool_name in sorted(repo.config.pools):
         pool = repo.config.pools[pool_name]
@@ -157,9 +165,40 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
         if inv is None:
             continue
         levels = [k.label for k in pool.topology_keys]
+        tree = trees.pop(pool_name, None) if trees else None
         plans.append((pool_name, pack(inv, levels, [demands[g.key] for g in members],
-                                      node_selector=pool.node_selector), members))
+                                      node_selector=pool.node_selector, tree=tree,
+                                      compiled=compiled.get(pool_name) if tree and compiled else None), members))
     return plans
+
+
+def compile_ahead(trees: Mapping[str, Tree], gangs: Iterable[tuple[str, str, GangDemand]],
+                  into: dict[str, dict[str, CompiledGang]]) -> None:
+    """Compile the gangs (key, pool, demand) of pools that have a tree in ``trees`` against it, into ``into`` by
+    pool and key, for :func:`plan_pools` to pack. A gang that cannot be compiled is left for packing to compile
+    again, and report in its turn."""
+    from toporender.placement.compiled import compile_gang
+
+    for key, pool_name, demand in gangs:
+        tree = trees.get(pool_name)
+        if tree is None:
+            continue
+        try:
+            into.setdefault(pool_name, {})[key] = compile_gang(tree, -1, demand)
+        except Exception:  # noqa: BLE001, S112 - raised again where the packer compiles it
+            continue
+
+
+def pool_tree(repo: Repo, pool_name: str, inventory: str | None, cache: dict[str, Inventory]) -> Tree | None:
+    """The topology tree :func:`plan_pools` packs a pool into, built from the pool's inventory in ``cache`` (read
+    into it when missing); None when the pool has no inventory. Raises what reading or building raises."""
+    from toporender.placement.tree import Tree
+
+    inv = pool_inventory(repo, pool_name, inventory, None, cache)
+    if inv is None:
+        return None
+    pool = repo.config.pools[pool_name]
+    return Tree(inv, [k.label for k in pool.topology_keys], pool.node_selector or {})
 
 
 class PlanMemo(Protocol):
