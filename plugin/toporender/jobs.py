@@ -13,17 +13,16 @@ A worker that dies (killed, out of memory) ends the command with :class:`WorkerL
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toporender.errors import Diagnostic, UserError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,6 +72,8 @@ def map_in_processes(fn: Callable[[T], R], items: Sequence[T], jobs: int, *,
     ``fn`` and ``initializer`` must be module-level functions and ``initargs`` picklable, so that any start method
     works. An exception ``fn`` raises is raised here (for the first item, in order, that raised one). Raises
     :class:`WorkerLost` when a worker dies."""
+    from concurrent.futures.process import BrokenProcessPool  # imported by the commands that start workers only
+
     if not items:
         return []
     executor = _start(fn, items[:jobs], jobs, initializer, initargs)
@@ -102,6 +103,10 @@ def _start(fn: Callable[[T], R], first: Sequence[T], jobs: int, initializer: Cal
            initargs: tuple[Any, ...]) -> _Started:
     """The pool with its first items submitted, one per worker, which starts every worker. Ctrl-C is ignored
     meanwhile, so that a worker ignores it (the setting is inherited) before it has run any code of ours."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:

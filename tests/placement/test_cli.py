@@ -191,3 +191,18 @@ def test_job_counts_that_are_refused(scale_repo: Path, args: list[str], env: str
         monkeypatch.setenv("TOPORENDER_JOBS", env)
     r = run("plan", str(scale_repo), *args)
     assert r.exit_code == code and r.stdout == "" and message in r.stderr, r.output
+
+
+def test_commands_that_start_no_workers_do_not_import_them() -> None:
+    """Every command imports the guard that reports a lost worker; the process machinery (about 15 ms of
+    imports) is loaded only by a plan that starts workers."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from toporender.cli import cli; cli.main(['render', sys.argv[1]], standalone_mode=False)\n"
+              "print(sorted(m for m in ('multiprocessing', 'concurrent.futures') if m in sys.modules), "
+              "file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", script, str(ROOT / "examples/single-rack")], capture_output=True,
+                          text=True, check=True, env={**os.environ, "TOPORENDER_NO_CACHE": "1"})
+    assert proc.stdout.startswith("apiVersion") or proc.stdout.startswith("---")
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
