@@ -368,10 +368,12 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     expanding and building.
 
     With ``jobs`` > 1 and at least :data:`PARALLEL_FROM_FILES` files, worker processes read the files (chunks of
-    them, results taken in file order) while this process reads the inventory, builds its topology tree and
-    compiles the gangs for the packer as they come. Any problem they meet sends the repo through this process one
-    file at a time, so messages and their order never depend on ``jobs``."""
-    from toporender.placement.stage import compile_ahead, plan_pools
+    them, results taken in file order) while this process reads the inventory, builds its topology tree and compiles
+    the gangs for the packer as they come; a large pool's packer packs each gang as soon as the gangs before it in
+    arrival order have come (:class:`~toporender.placement.stage.PackAhead`). Any problem they meet sends the repo
+    through this process one file at a time, so messages and their order never depend on ``jobs``."""
+    from toporender.placement.outcomes import load_order
+    from toporender.placement.stage import PackAhead, compile_ahead, plan_pools
 
     config_doc, config = load_repo_config(root)
     repo = Repo(root, config_doc, config, ())
@@ -381,17 +383,21 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     inventories: dict[str, Any] = {}
     trees: dict[str, Any] = {}
     compiled: dict[str, dict[str, Any]] = {}
+    ahead: list[PackAhead] = []
 
     def meanwhile(chunks: Iterator[_Chunk | None]) -> None:
-        """Read the inventories and build their trees, then compile the gangs as the workers send them."""
+        """Read the inventories and build their trees, then compile the gangs as the workers send them, and pack
+        the large pools' gangs whose turn it is."""
         _read_inventories(repo, inventory, inventories, trees)
         if not trees:
             return
         try:
+            ahead.append(PackAhead(trees, load_order(root)))
             for chunk in chunks:
                 if chunk is None:
                     return
                 compile_ahead(trees, chunk[1], compiled)
+                ahead[0].feed(chunk[1])
         except Exception:  # noqa: BLE001, S110 - what a worker raised is _plan_in_processes's to handle
             return
 
@@ -401,8 +407,8 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     queued, demands = planned or _plan_here(repo, paths, config_sink)
     inv = _inventory_in_repo(root, inventory)
     return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
-                                                           inventories=inventories, trees=trees,
-                                                           compiled=compiled)]
+                                                           inventories=inventories, trees=trees, compiled=compiled,
+                                                           ahead=ahead[0] if planned and ahead else None)]
 
 
 def _plan_here(repo: Repo, paths: list[str], config_sink: DiagnosticSink) -> tuple[list[Queued], dict[str, Any]]:

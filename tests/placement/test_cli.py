@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,7 +19,7 @@ from conftest import ROOT, write_repo
 from toporender import jobs as jobs_module
 from toporender import pipeline
 from toporender.cli import cli
-from toporender.placement import fit
+from toporender.placement import fit, packer, stage
 
 
 def run(*args: str, stdin: str | None = None):  # noqa: ANN201
@@ -152,6 +154,106 @@ def test_plan_is_the_same_whatever_the_jobs(scale_repo: Path, jobs: str, start_m
     monkeypatch.setattr(fit, "compile_gang", never)
     many = run("plan", str(scale_repo), "--format", "json", "--jobs", jobs)
     assert many.exit_code == 0, many.output
+    assert many.stdout == one.stdout
+
+
+def _variant(scale_repo: Path, root: Path, *, lock: bool = False, two_pools: bool = False,
+             nodes: int | None = None) -> Path:
+    """The scale repo with a lock in a permuted order (an absent key and unlisted gangs too), or half its
+    workflows in a second, smaller pool, or fewer nodes (then some gangs do not fit)."""
+    from toporender.placement.outcomes import lock_lines
+
+    shutil.copytree(scale_repo, root)
+    if nodes is not None:
+        inv = root / "inventory" / "nodes.yaml"
+        inv.write_text("\n".join(inv.read_text().splitlines()[:3 + nodes]) + "\n")
+    paths = sorted((root / "workflows").glob("*.yaml"))
+    if two_pools:
+        config = (root / "toporender.yaml").read_text()
+        block = config[config.index("  gb200:\n"):config.index("\ngroup_templates:") + 1]
+        second = block.replace("  gb200:\n", "  second:\n    inventory: inventory/second.yaml\n", 1)
+        config = config.replace("\ngroup_templates:", f"\n{second}group_templates:", 1)
+        (root / "toporender.yaml").write_text(config)
+        inv = (root / "inventory" / "nodes.yaml").read_text().splitlines()
+        (root / "inventory" / "second.yaml").write_text("\n".join(inv[:3 + 300]) + "\n")
+        for path in paths[1::2]:
+            text = path.read_text()
+            head = text.index("\n", text.index("  name:")) + 1
+            path.write_text(text[:head] + "  pool: second\n" + text[head:])
+    if lock:
+        keys = [f"workflows/{p.name}#train" for p in paths[:30]]
+        swapped = [keys[i ^ 1] for i in range(len(keys))]
+        (root / "toporender.lock").write_text(lock_lines([*swapped[:20], "workflows/gone.yaml#train",
+                                                          *swapped[20:]]))
+    return root
+
+
+@pytest.mark.parametrize(("variant", "streamed"), [
+    ({}, {"gb200": 40}),
+    ({"lock": True}, {"gb200": 20}),
+    ({"two_pools": True}, {"gb200": 20, "second": 20}),
+    ({"two_pools": True, "lock": True}, {"gb200": 10, "second": 10}),
+    ({"nodes": 120}, {"gb200": 40}),
+], ids=["no lock", "lock", "two pools", "two pools and a lock", "unplaceable gangs"])
+def test_plan_packs_while_the_workers_read(scale_repo: Path, tmp_path: Path, variant: dict[str, Any],
+                                           streamed: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large pools are packed while the workers still read, each gang once it and every gang before it in
+    arrival order have come (the gangs listed in the lock before a key it lists that never comes); the rest
+    are packed at the end. The plan is byte for byte the one packed all at once, in one process or not."""
+    repo = _variant(scale_repo, tmp_path / "repo", **variant)
+    one = run("plan", str(repo), "--format", "json", "--jobs", "1")
+    assert one.exit_code == 0, one.output
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    at_end = run("plan", str(repo), "--format", "json", "--jobs", "2")
+    monkeypatch.setattr(packer, "STREAM_MIN_NODES", 1)
+    taken: dict[str, int] = {}
+    take = stage.PackAhead.take
+
+    def counted(self: stage.PackAhead, pool_name: str, demands: Any) -> Any:
+        got = take(self, pool_name, demands)
+        taken[pool_name] = -1 if got is None else len(got.gangs)
+        return got
+
+    def never(*_: object) -> None:
+        raise AssertionError("a gang was compiled while packing")
+
+    monkeypatch.setattr(stage.PackAhead, "take", counted)
+    if "nodes" not in variant:  # else the greedy baselines compile the gangs for trees of their own
+        monkeypatch.setattr(fit, "compile_gang", never)
+    ahead = run("plan", str(repo), "--format", "json", "--jobs", "2")
+    assert ahead.exit_code == 0, ahead.output
+    assert taken == streamed
+    assert ahead.stdout == at_end.stdout == one.stdout
+    pools = json.loads(one.stdout)
+    assert set(pools) == set(streamed)
+    if "nodes" in variant:
+        left = [g for g in pools["gb200"]["gangs"] if not g["placed"]]
+        assert left and all(g["reason"] for g in left)
+        assert any("blocked by earlier gangs" in g["reason"] for g in left)
+
+
+def test_plan_packs_from_scratch_when_packing_ahead_fails(scale_repo: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A packer that fails while the workers read leaves every pool to be packed at the end, from scratch."""
+    one = run("plan", str(scale_repo), "--format", "json", "--jobs", "1")
+    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(packer, "STREAM_MIN_NODES", 1)
+    feed = stage.PackAhead._feed
+    calls: list[int] = []
+
+    def failing(self: stage.PackAhead, gangs: Any) -> None:
+        calls.append(self.streamed)
+        if len(calls) == 3:
+            raise RuntimeError("packing failed")
+        feed(self, gangs)
+
+    taken: list[object] = []
+    take = stage.PackAhead.take
+    monkeypatch.setattr(stage.PackAhead, "_feed", failing)
+    monkeypatch.setattr(stage.PackAhead, "take", lambda self, *a: taken.append(take(self, *a)) or taken[-1])
+    many = run("plan", str(scale_repo), "--format", "json", "--jobs", "2")
+    assert many.exit_code == 0, many.output
+    assert len(calls) == 3 and calls[2] > 0 and taken == [None]
     assert many.stdout == one.stdout
 
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toporender.placement.inventory import Inventory
-from toporender.placement.packer import pack
+from toporender.placement.packer import Packer, pack
+from toporender.placement.tree import Tree
 
 LEVELS = ("zone", "block", "rack")
 
@@ -64,6 +65,22 @@ def test_appending_a_gang_never_moves_placed_gangs_when_it_fits(seed: int, n: in
                    for k in dropped)
         assert not dropped or after.placed_gpus > before.placed_gpus
         assert any(after.gangs[k].moved for k in before.gangs)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 10), tainted=st.sampled_from([0.0, 0.1]),
+       cuts=st.lists(st.integers(0, 10), max_size=4))
+def test_gangs_packed_as_they_come_get_the_plan_of_all_at_once(seed: int, n: int, tainted: float,
+                                                               cuts: list[int]) -> None:
+    """What lets ``toporender plan`` pack while the demands still arrive: a packer given the gangs a batch at a
+    time, each batch packed before the next comes, ends with the plan of packing them all at once."""
+    inv, gangs = _case(seed, n, tainted)
+    ahead = Packer(Tree(inv, LEVELS, {}), ())
+    for cut in [*sorted(cuts), n]:
+        ahead.add(gangs[len(ahead.gangs):cut])
+        ahead.run()
+    assert ahead.hole == Packer(Tree(inv, LEVELS, {}), gangs).hole
+    assert pack(inv, LEVELS, gangs, ahead=ahead) == pack(inv, LEVELS, gangs)
 
 
 @pytest.mark.parametrize("seed", [1, 4, 5, 17])

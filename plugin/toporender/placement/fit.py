@@ -105,18 +105,16 @@ class Fitter:
         self.tree = tree
         self.log: list[tuple[int, tuple[tuple[int, int], ...], int]] = []
         self.assign: dict[int, dict[int, int]] = {}
-        self.gangs = [_compiled(tree, i, g, compiled) for i, g in enumerate(gangs)]
+        self.gangs: list[CompiledGang] = []
         # per gang: the fewest GPUs a leaf group of it or of an earlier gang asks for; a domain left with fewer
         # free GPUs is a hole no gang seen so far could use (only earlier gangs count: a prefix's plan stays)
         self.hole: list[int] = []
+        # how many of the first gangs a run has packed (gangs may be added after a run: :meth:`add`)
+        self.packed = 0
         self.small_pool = sum(tree.dom_hist[ROOT]) <= HOLE_MAX_NODES
         self.avoid_holes = self.small_pool
         # whether a hole changed a choice of the current search (then plain best fit is tried too)
         self.held_any = False
-        least = 1 << 60
-        for x in self.gangs:
-            least = min([least, *(g.need for g in x.groups if g.pods and g.need)])
-            self.hole.append(least)
         self.lca: dict[int, int] = {}
         self.spent = 0
         self.exact_spent = 0
@@ -129,6 +127,21 @@ class Fitter:
         self.failed: list[tuple[int, int, int]] = []
         # gangs that are never re-arranged (their placement excludes nodes)
         self.fixed: set[int] = set()
+        self.add(gangs, compiled)
+
+    def add(self, gangs: Sequence[GangDemand], compiled: Mapping[str, CompiledGang] | None = None) -> None:
+        """Append ``gangs`` to the arrival order, for the next run to pack; ``compiled`` as for the constructor.
+
+        Nothing about a gang depends on the gangs after it, so gangs added one batch at a time, each batch packed
+        before the next is added, are packed as if all had been given at once: a plan can be packed while the
+        demands still arrive. Nothing is appended when a gang cannot be compiled."""
+        start = len(self.gangs)
+        new = [_compiled(self.tree, start + i, g, compiled) for i, g in enumerate(gangs)]
+        least = self.hole[-1] if self.hole else 1 << 60
+        for x in new:
+            least = min([least, *(g.need for g in x.groups if g.pods and g.need)])
+            self.hole.append(least)
+        self.gangs.extend(new)
 
     # ---- state changes -------------------------------------------------------------------------------------
     # The undo log holds one entry per batch of pods taken (+1) or released (-1) together, so a rollback costs one

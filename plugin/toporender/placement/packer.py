@@ -47,12 +47,18 @@ NAMED_BLOCKERS = 50
 GREEDY_MAX_NODES = 12_000
 """Pools up to this many nodes are also packed by the two greedy baselines (see :func:`pack`)."""
 
+STREAM_MIN_NODES = GREEDY_MAX_NODES + 1
+"""Pools of at least this many nodes may be packed while their demands still arrive (``ahead`` of :func:`pack`):
+smaller ones are packed three times at the end anyway, and pack fast."""
+
 
 class Packer(Repairer):
     """One packing run: every gang in arrival order, repaired when it does not fit, or given a reason."""
 
     def run(self) -> None:
-        for gang in self.gangs:
+        """Pack the gangs added since the last run (:meth:`~toporender.placement.fit.Fitter.add`)."""
+        start, self.packed = self.packed, len(self.gangs)
+        for gang in self.gangs[start:]:
             if gang.excluded:
                 self._run_excluding(gang)
                 continue
@@ -331,21 +337,28 @@ def pack(
     node_selector: Mapping[str, str] | None = None,
     tree: Tree | None = None,
     compiled: Mapping[str, CompiledGang] | None = None,
+    ahead: Packer | None = None,
 ) -> PlacementPlan:
     """Place ``gangs`` (arrival order, earlier = higher priority) on ``inventory``.
 
     ``levels`` are the pool's topology label keys, coarsest first. Pure and deterministic: the plan depends only
     on the node set (not its order) and on the gang sequence. ``tree``: ``Tree(inventory, levels, node_selector)``
     built ahead (while the demands were being made); packing changes it, so it serves one call. ``compiled``:
-    gangs compiled against that ``tree`` ahead, by key (:class:`~toporender.placement.fit.Fitter`).
+    gangs compiled against that ``tree`` ahead, by key (:class:`~toporender.placement.fit.Fitter`). ``ahead``: a
+    :class:`Packer` on a fresh such tree that has packed the first of ``gangs`` already (the same demands, in
+    order), while the others were being made; it packs the rest, which yields the plan packing all at once does.
     """
     keys = [g.key for g in gangs]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
         raise fail(f"gang keys must be unique; repeated: {', '.join(dup)}")
-    with _cyclic_gc_paused():
-        tree = tree or Tree(inventory, levels, node_selector or {})
-        packer = Packer(tree, gangs, compiled)
+    with cyclic_gc_paused():
+        if ahead is not None:
+            tree, packer = ahead.tree, ahead
+            packer.add(gangs[len(packer.gangs):], compiled)
+        else:
+            tree = tree or Tree(inventory, levels, node_selector or {})
+            packer = Packer(tree, gangs, compiled)
         packer.run()
         if len(tree.node_names) <= GREEDY_MAX_NODES and packer.reasons:
             # Never below a greedy baseline: on pools small enough to pack three times, plain first-fit and
@@ -394,7 +407,7 @@ def _explain_switch(main: Packer, before: Packer, chosen: Packer) -> None:
                              f"against {ours} with it placed); {chosen.reasons.get(i, 'it does not fit then')}")
 
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while packing.
 
     Packing allocates millions of small lists, dicts and tuples and keeps many of them (the tree, compiled gangs,

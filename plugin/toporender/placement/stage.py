@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from toporender.placement.compiled import CompiledGang
     from toporender.placement.demand import GangDemand
     from toporender.placement.inventory import Inventory
+    from toporender.placement.packer import Packer
     from toporender.placement.plan import PlacementPlan
     from toporender.placement.tree import Tree
 
@@ -140,12 +141,12 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
 def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
                order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None,
-               trees: dict[str, Tree] | None = None, compiled: Mapping[str, Mapping[str, CompiledGang]] | None = None
-               ) -> list[tuple[str, PlacementPlan, list[A]]]:
+               trees: dict[str, Tree] | None = None, compiled: Mapping[str, Mapping[str, CompiledGang]] | None = None,
+               ahead: PackAhead | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
     ``inventories``: those read already, by path (:func:`pool_inventory`'s cache); ``trees``: the pools' trees
     built from them already, by pool (:func:`pool_tree`), with ``compiled``, gangs compiled against them ahead
-    (:func:`compile_ahead`), by pool and key.
+    (:func:`compile_ahead`), by pool and key; ``ahead``: pools packed in part while the demands arrived.
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
     caller that only plans can drop each gang's Pods as soon as it has its demand."""
@@ -166,10 +167,90 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
             continue
         levels = [k.label for k in pool.topology_keys]
         tree = trees.pop(pool_name, None) if trees else None
-        plans.append((pool_name, pack(inv, levels, [demands[g.key] for g in members],
-                                      node_selector=pool.node_selector, tree=tree,
-                                      compiled=compiled.get(pool_name) if tree and compiled else None), members))
+        pool_demands = [demands[g.key] for g in members]
+        packer = ahead.take(pool_name, pool_demands) if ahead else None
+        if ahead is not None and packer is not None:
+            plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector, ahead=packer,
+                        compiled=ahead.compiled.get(pool_name))
+        else:
+            plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector, tree=tree,
+                        compiled=compiled.get(pool_name) if tree and compiled else None)
+        plans.append((pool_name, plan, members))
     return plans
+
+
+class PackAhead:
+    """Packs large pools while worker processes still make the demands (``toporender plan``).
+
+    A packer's plan of the first gangs never depends on the gangs after them, so a pool's packer takes the next
+    gang in arrival order as soon as it and every gang before it have arrived: at once without a lock, and with
+    one, once every gang it lists has arrived (or at the end, when some never do). Pools of fewer than
+    :data:`~toporender.placement.packer.STREAM_MIN_NODES` nodes are left to :func:`plan_pools`. Whatever goes
+    wrong stops all of it: :meth:`take` then gives nothing, and the pools are packed from scratch at the end,
+    which reports what there is to report in the usual order.
+    """
+
+    def __init__(self, trees: dict[str, Tree], order: Sequence[str]):
+        """Take the trees of the pools it packs out of ``trees`` (packing changes them)."""
+        from toporender.placement import packer
+
+        self.packers = {name: packer.Packer(tree, ()) for name, tree in trees.items()
+                        if len(tree.node_names) >= packer.STREAM_MIN_NODES}
+        for name in self.packers:
+            del trees[name]
+        self.compiled: dict[str, dict[str, CompiledGang]] = {}
+        self.rank = {key: i for i, key in enumerate(order)}
+        self.locked: list[tuple[str, GangDemand] | None] = [None] * len(order)
+        self.fed = 0  # the lock's gangs before this position have all arrived and been fed
+        self.new: list[tuple[str, GangDemand]] = []  # arrived gangs the lock does not list, waiting for it
+        self.streamed = 0  # gangs packed so far, all pools together
+
+    def feed(self, gangs: Sequence[tuple[str, str, GangDemand]]) -> None:
+        """Take the next arrived gangs (key, pool, demand), in stream order, and pack those whose turn it is."""
+        if not self.packers:
+            return
+        from toporender.placement.packer import cyclic_gc_paused
+
+        try:
+            with cyclic_gc_paused():
+                self._feed(gangs)
+        except Exception:  # noqa: BLE001 - packed again from scratch, and reported then
+            self.packers.clear()
+
+    def _feed(self, gangs: Sequence[tuple[str, str, GangDemand]]) -> None:
+        compile_ahead({name: p.tree for name, p in self.packers.items()}, gangs, self.compiled)
+        for key, pool_name, demand in gangs:
+            rank = self.rank.get(key)
+            if rank is None:
+                self.new.append((pool_name, demand))
+            elif self.locked[rank] is None:
+                self.locked[rank] = (pool_name, demand)
+            else:
+                raise ValueError(f"gang key {key} arrived twice")
+        due: dict[str, list[GangDemand]] = {}
+        while self.fed < len(self.locked) and (got := self.locked[self.fed]) is not None:
+            due.setdefault(got[0], []).append(got[1])
+            self.fed += 1
+        if self.fed == len(self.locked):
+            for pool_name, demand in self.new:
+                due.setdefault(pool_name, []).append(demand)
+            self.new.clear()
+        for pool_name, demands in due.items():
+            packer = self.packers.get(pool_name)
+            if packer is not None:
+                packer.add(demands, self.compiled.get(pool_name))
+                packer.run()
+                self.streamed += len(demands)
+
+    def take(self, pool_name: str, demands: Sequence[GangDemand]) -> Packer | None:
+        """The pool's packer when the gangs it packed are the first of ``demands`` (the same ones, in order), for
+        :func:`~toporender.placement.packer.pack` to pack the rest; None when the pool must be packed from scratch.
+        """
+        packer = self.packers.pop(pool_name, None)
+        if packer is None or len(packer.gangs) > len(demands) or \
+                any(g.demand is not d for g, d in zip(packer.gangs, demands)):
+            return None
+        return packer
 
 
 def compile_ahead(trees: Mapping[str, Tree], gangs: Iterable[tuple[str, str, GangDemand]],
