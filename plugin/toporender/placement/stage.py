@@ -203,7 +203,11 @@ class PackAhead:
         self.locked: list[tuple[str, GangDemand] | None] = [None] * len(order)
         self.fed = 0  # the lock's gangs before this position have all arrived and been fed
         self.new: list[tuple[str, GangDemand]] = []  # arrived gangs the lock does not list, waiting for it
-        self.streamed = 0  # gangs packed so far, all pools together
+
+    @property
+    def streamed(self) -> int:
+        """Gangs packed so far, all pools together."""
+        return sum(p.packed for p in self.packers.values())
 
     def feed(self, gangs: Sequence[tuple[str, str, GangDemand]]) -> None:
         """Take the next arrived gangs (key, pool, demand), in stream order, and pack those whose turn it is."""
@@ -240,7 +244,6 @@ class PackAhead:
             if packer is not None:
                 packer.add(demands, self.compiled.get(pool_name))
                 packer.run()
-                self.streamed += len(demands)
 
     def take(self, pool_name: str, demands: Sequence[GangDemand]) -> Packer | None:
         """The pool's packer when the gangs it packed are the first of ``demands`` (the same ones, in order), for
