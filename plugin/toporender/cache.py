@@ -249,9 +249,10 @@ def config_inputs(config: bytes, inventory: str | None) -> Inputs | None:
     return Inputs(tuple(patterns), tuple(sorted({n for n in named if isinstance(n, str)})))
 
 
-def _file_hash(root: Path, rel: str) -> tuple[str, int]:
-    """SHA-256 and size of a regular file inside the repo (("-", 0) when nothing is there); raises OSError for
-    anything a render would refuse or report (a link out of the repo, a folder, a path that leaves the repo)."""
+def _file_hash(root: Path, rel: str, contents: bool = True) -> tuple[str, int]:
+    """SHA-256 and size of a regular file inside the repo (("-", 0) when nothing is there; without
+    ``contents``, "" and the size on disk); raises OSError for anything a render would refuse or report (a link
+    out of the repo, a folder, a path that leaves the repo)."""
     if os.path.isabs(rel) or ".." in Path(rel).parts:
         raise OSError(f"{rel} is outside the repo")
     path = root / rel
@@ -259,6 +260,8 @@ def _file_hash(root: Path, rel: str) -> tuple[str, int]:
         return "-", 0
     if not walk.inside(root, path) or not path.is_file():
         raise OSError(f"{rel} is not a regular file inside the repo")
+    if not contents:
+        return "", path.stat().st_size
     data = path.read_bytes()
     return hashlib.sha256(data).hexdigest(), len(data)
 
@@ -275,10 +278,13 @@ class Taken:
     others: tuple[tuple[str, str], ...]
 
 
-def render_key(root: Path, what: str, inventory: str | None) -> Taken | None:
+def render_key(root: Path, what: str, inventory: str | None, *, contents: bool = True) -> Taken | None:
     """The key of rendering ``root`` with ``what`` (options and output kind): toporender's code, the config's
     bytes, and the content of every file the render reads. None when the repo is one a render would refuse
-    (a missing or unusual config, a pattern that matches something unreadable): those render uncached."""
+    (a missing or unusual config, a pattern that matches something unreadable): those render uncached.
+
+    Without ``contents``, the workflow files are not read (their hashes are left empty), for a render that
+    stores nothing and only needs the list of files and their sizes."""
     try:
         config = root / CONFIG_FILE
         if not walk.inside(root, config) or not config.is_file():
@@ -290,7 +296,7 @@ def render_key(root: Path, what: str, inventory: str | None) -> Taken | None:
         found = walk.find(root, list(inputs.patterns), {CONFIG_FILE})
         if found.problems:
             return None
-        files = tuple((rel, *_file_hash(root, rel)) for rel in sorted(found.files))
+        files = tuple((rel, *_file_hash(root, rel, contents)) for rel in sorted(found.files))
         others = tuple((rel, _file_hash(root, rel)[0]) for rel in (LOCK_FILE, *inputs.inventories))
         parts: list[bytes | str] = [FORMAT, code_fingerprint(), what, raw]
         parts += [f"w\0{rel}\0{sha}" for rel, sha, _ in files]

@@ -1,4 +1,4 @@
-"""Work spread over worker processes, for the commands that read a large repo (``toporender plan``).
+"""Work spread over worker processes, for the commands that read a large repo (``toporender plan``, ``render``).
 
 Reading, validating and expanding 10,000 workflow files is most of a large plan, and each file is read on its own,
 so worker processes can read chunks of them while this process does something else (reads the inventory, then
@@ -13,9 +13,11 @@ A worker that dies (killed, out of memory) ends the command with :class:`WorkerL
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -72,25 +74,79 @@ def map_in_processes(fn: Callable[[T], R], items: Sequence[T], jobs: int, *,
     ``fn`` and ``initializer`` must be module-level functions and ``initargs`` picklable, so that any start method
     works. An exception ``fn`` raises is raised here (for the first item, in order, that raised one). Raises
     :class:`WorkerLost` when a worker dies."""
-    from concurrent.futures.process import BrokenProcessPool  # imported by the commands that start workers only
+    with Workers(jobs, initializer, initargs) as workers:
+        return workers.map(fn, items, meanwhile)
 
-    if not items:
-        return []
-    executor = _start(fn, items[:jobs], jobs, initializer, initargs)
-    pool = executor.pool
-    try:
-        futures = [*executor.first, *(pool.submit(fn, item) for item in items[jobs:])]
-        meanwhile(f.result() for f in futures)
-        results = [f.result() for f in futures]
-    except BrokenProcessPool:
-        pool.shutdown(wait=True)
-        raise WorkerLost("a worker process ended without finishing its work (killed, or out of memory?); "
-                         "nothing was written. Run with --jobs 1 to use this process only") from None
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)  # the workers finish the chunk they hold, no more
-        raise
-    pool.shutdown(wait=True)
-    return results
+
+class Workers:
+    """``jobs`` worker processes for one map after another (:meth:`map`): a command that works in two passes
+    starts its workers once, while it is still small, rather than forking its grown self for the second pass.
+    Started by the first map; stopped on leaving the ``with`` block."""
+
+    def __init__(self, jobs: int, initializer: Callable[..., None], initargs: tuple[Any, ...]) -> None:
+        self.jobs = jobs
+        self.initializer = initializer
+        self.initargs = initargs
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T],
+            meanwhile: Callable[[Iterator[R]], None] = lambda results: None) -> list[R]:
+        """:func:`map_in_processes` in these workers. The items are taken from ``items`` as the workers need
+        them, a few per worker ahead, so a caller that hands large items over one by one from a generator holds
+        only those in flight."""
+        from concurrent.futures.process import BrokenProcessPool  # imported by the commands that start workers only
+
+        pending = iter(items)
+        futures: deque[Future[R]] = deque()
+        results: list[R] = []
+
+        def fill() -> None:
+            window = 4 * self.jobs
+            if self.pool is None:
+                first = list(itertools.islice(pending, self.jobs))
+                if not first:
+                    return
+                started = _start(fn, first, self.jobs, self.initializer, self.initargs)
+                self.pool = started.pool
+                futures.extend(started.first)
+            while len(futures) < window and (item := next(pending, _END)) is not _END:
+                futures.append(self.pool.submit(fn, item))  # type: ignore[arg-type]
+
+        def take() -> R:
+            """The next result in order; a future leaves the queue only once it gave one, so what it raised is
+            raised again by the next take, whoever swallowed it before."""
+            results.append(futures[0].result())
+            futures.popleft()
+            fill()
+            return results[-1]
+
+        def inorder() -> Iterator[R]:
+            while futures:
+                yield take()
+
+        try:
+            fill()
+            meanwhile(inorder())
+            while futures:
+                take()
+            return results
+        except BrokenProcessPool:
+            raise WorkerLost("a worker process ended without finishing its work (killed, or out of memory?); "
+                             "nothing was written. Run with --jobs 1 to use this process only") from None
+        except BaseException:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)  # the workers finish the chunk they hold, no more
+            raise
+
+
+_END = object()
 
 
 @dataclass(frozen=True)

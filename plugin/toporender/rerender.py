@@ -33,8 +33,10 @@ renders or fails exactly as without a cache, so the output is the same bytes eit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,20 +53,28 @@ from toporender.cache import (
     digest,
     find,
     pack_entry,
+    render_key,
 )
 from toporender.errors import Diagnostic, Position, UserError
 from toporender.options import RenderOptions
 
 if TYPE_CHECKING:
     from toporender.expand.gangs import Gang
+    from toporender.jobs import Workers
+    from toporender.placement.demand import GangDemand
     from toporender.placement.inventory import Inventory
     from toporender.placement.outcomes import GangOutcome
+    from toporender.placement.packer import Packer
+    from toporender.placement.stage import PackAhead
 
 MAX_OBJECTS = 1_000_000
 """:data:`toporender.build.objects.MAX_OBJECTS` (a test keeps them equal; that module imports pydantic)."""
 MAX_WORKFLOW_FILES = 10_000
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 """:mod:`toporender.load.repo`'s limits, past which the whole pipeline reports the repo."""
+SPREAD_FROM_FILES = 256
+""":data:`toporender.pipeline.PARALLEL_FROM_FILES`: with fewer files to build or write, starting worker processes
+costs more than it saves."""
 
 
 class _Whole(Exception):
@@ -82,6 +92,21 @@ class _File:
     objects: list[list[list[dict[str, Any]]]] | None = None
     stored: bytes | None = None
     """The ``objects`` entry of a file built now (None: its objects do not read back from JSON exactly)."""
+    spilled: tuple[str, int, int] | None = None
+    """Where a worker that built the file wrote its ``objects`` entry instead: a file of the render's spill
+    folder, the offset and the length."""
+
+    def objects_json(self) -> bytes | None:
+        """The ``objects`` entry of a file built now, wherever it is kept."""
+        return self.stored if self.spilled is None else _unspill(self.spilled)
+
+
+def _unspill(spilled: tuple[str, int, int]) -> bytes:
+    """What a worker spilled: ``length`` bytes at ``offset`` of the file ``path``."""
+    path, offset, length = spilled
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(length)
 
 
 @dataclass
@@ -98,25 +123,53 @@ class _Render:
 
 
 def render_stream(root: Path, options: RenderOptions, fmt: str, store: Store | None = None,
-                  found: Found | None = None) -> tuple[Sequence[bytes | memoryview], list[Diagnostic]]:
+                  found: Found | None = None, jobs: int = 1) -> tuple[Sequence[bytes | memoryview], list[Diagnostic]]:
     """:func:`toporender.pipeline.render_stream`, rendering only the workflow files the cache holds nothing for
     when it holds no whole render of these inputs (``found``: a lookup made already with
-    :func:`toporender.cache.find`)."""
+    :func:`toporender.cache.find`).
+
+    With ``jobs`` > 1, worker processes build and write the files when there are at least
+    :data:`SPREAD_FROM_FILES` of them to build (without a cache, every file: the render goes file by file with a
+    cache that holds nothing and keeps nothing)."""
+    taken = None
     if store is not None:
         found = found or find(store, root, f"stream-{fmt}", options)
         if found is not None and found.meta is not None:
             return found.pieces, diagnostics_from_json(found.meta["warnings"])
-        if found is not None and found.taken is not None:
-            try:
-                done = _by_file(root, options, fmt, store, found.taken)
-            except (_Whole, OSError, KeyError, TypeError, ValueError, IndexError, AttributeError):
-                done = None  # a file that went away, or stored data no render writes: the whole pipeline decides
-            if done is not None:
-                store_render(store, root, f"stream-{fmt}", options, found.taken, done)
-                return done.pieces, done.warnings
+        taken = found.taken if found is not None else None
+    elif jobs > 1:
+        taken = render_key(root, f"stream-{fmt} {options!r}", options.inventory, contents=False)
+        if taken is not None and len(taken.files) < SPREAD_FROM_FILES:
+            taken = None
+    if taken is not None:
+        try:
+            done = _by_file(root, options, fmt, store or _Nowhere(), taken, jobs)
+        except (_Whole, OSError, KeyError, TypeError, ValueError, IndexError, AttributeError):
+            done = None  # a file that went away, or stored data no render writes: the whole pipeline decides
+        if done is not None:
+            if store is not None:
+                store_render(store, root, f"stream-{fmt}", options, taken, done)
+            return done.pieces, done.warnings
     from toporender.pipeline import render_stream as whole
 
     return whole(root, options, fmt, store, found)
+
+
+class _Nowhere(Store):
+    """A cache that holds nothing and keeps nothing: a render without a cache that goes file by file (to spread
+    the files over worker processes) reads and writes its entries here."""
+
+    def __init__(self) -> None:
+        pass
+
+    def read(self, kind: str, key: str) -> memoryview | None:
+        return None
+
+    def write(self, kind: str, key: str, payload: bytes, *, evict: bool = True) -> None:
+        pass
+
+    def evict(self) -> None:
+        pass
 
 
 def _read_json(store: Store, kind: str, key: str) -> Any:
@@ -162,9 +215,12 @@ def _summary(data: Any) -> dict[str, Any] | None:
         return None
 
 
-def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: Taken) -> _Render | None:
+def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: Taken, jobs: int = 1
+             ) -> _Render | None:
     """The render of ``root`` from the per-file entries, building the files without one; None when the
-    repo is not one to render this way."""
+    repo is not one to render this way. With ``jobs`` > 1 and at least :data:`SPREAD_FROM_FILES` files to build,
+    worker processes build them and, once placed, annotate and write them (:class:`_Ahead` says what this process
+    does meanwhile)."""
     files = taken.files
     if not files or len(files) > MAX_WORKFLOW_FILES or sum(size for _, _, size in files) > MAX_TOTAL_BYTES:
         return None
@@ -177,33 +233,45 @@ def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: 
         summary = _summary(_read_json(store, "file", key)) if context is not None else None
         loaded.append(_File(rel, key, summary) if summary is not None else key)
     new_context = context is None
-    if context is None or any(isinstance(f, str) for f in loaded):
-        context, built = _build(root, options, taken, loaded)
+    spread = jobs > 1 and sum(isinstance(f, str) for f in loaded) >= SPREAD_FROM_FILES
+    with contextlib.ExitStack() as stack:
+        workers = None
+        if spread:
+            import tempfile
+
+            spill = stack.enter_context(tempfile.TemporaryDirectory(prefix="toporender-"))
+            workers = stack.enter_context(_workers(jobs, root, options, taken, spill))
+        ahead = _Ahead()
+        if workers is not None:
+            context, built = _build_spread(workers, taken, loaded,
+                                           lambda results: ahead.run(root, store, taken, results, out.writes))
+        elif context is None or any(isinstance(f, str) for f in loaded):
+            context, built = _build(root, options, taken, loaded)
+        else:
+            built = [f for f in loaded if isinstance(f, _File)]
         if context is None:
             return None
         if new_context:
             out.writes.append(("context", context_key, _json(context)))
-    else:
-        built = [f for f in loaded if isinstance(f, _File)]
 
-    _check_across(built, context["pool_objects"])
-    out.warnings = _replay_warnings(built)
-    outcomes = _Outcomes()
-    if context["placement"]:
-        outcomes, lock, placement_warnings = _place(root, store, context, built, out.writes)
-        out.lock = lock
-        out.warnings += placement_warnings
+        _check_across(built, context["pool_objects"])
+        out.warnings = _replay_warnings(built)
+        outcomes = _Outcomes()
+        if context["placement"]:
+            outcomes, lock, placement_warnings = _place(root, store, context, built, out.writes, ahead)
+            out.lock = lock
+            out.warnings += placement_warnings
 
-    def rebuild(missing: list[_File]) -> None:
-        """Build again the files whose stored objects are gone or damaged; their summaries must not change."""
-        _, again = _build(root, options, taken, [f.key if f in missing else f for f in built])
-        for old, new in zip(built, again):
-            if old in missing:
-                if new.summary != old.summary:
-                    raise _Whole
-                old.gangs, old.objects, old.stored = new.gangs, new.objects, new.stored
+        def rebuild(missing: list[_File]) -> None:
+            """Build again the files whose stored objects are gone or damaged; their summaries must not change."""
+            _, again = _build(root, options, taken, [f.key if f in missing else f for f in built])
+            for old, new in zip(built, again):
+                if old in missing:
+                    if new.summary != old.summary:
+                        raise _Whole
+                    old.gangs, old.objects, old.stored = new.gangs, new.objects, new.stored
 
-    _write(store, fmt, context, built, outcomes, out, new_context, rebuild)
+        _write(store, fmt, context, built, outcomes, out, new_context, rebuild, workers)
     return out
 
 
@@ -287,6 +355,128 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
             stored = None
         files.append(_File(rel, key, summary, [g for g, _, _ in built], objects, stored))
     return context, files
+
+
+def _workers(jobs: int, root: Path, options: RenderOptions, taken: Taken, spill: str) -> Workers:
+    """The worker processes of a render spread over them, set up with what :func:`_build_chunk` needs: the
+    folder ``spill`` keeps the objects they build until they write them, so that this process never holds them
+    (a tenth of a million-GPU render's memory)."""
+    from toporender.jobs import Workers
+
+    return Workers(jobs, _spread_worker, ((root, options, taken, spill),))
+
+
+def _chunks(count: int, jobs: int) -> list[range]:
+    """``range(count)`` in chunks: eight or more per worker, of at most 128."""
+    size = max(1, min(128, -(-count // (jobs * 8))))
+    return [range(i, min(i + size, count)) for i in range(0, count, size)]
+
+
+def _build_spread(workers: Workers, taken: Taken, loaded: list[_File | str],
+                  meanwhile: Callable[[Iterator[_Built]], None]) -> tuple[dict[str, Any] | None, list[_File]]:
+    """:func:`_build` with the files to build read and built by ``workers``, chunks of them, each sending back its
+    files' summaries and objects as JSON; ``meanwhile`` runs in this process while they work."""
+    wanted = [i for i, f in enumerate(loaded) if isinstance(f, str)]
+    chunks = [[wanted[i] for i in c] for c in _chunks(len(wanted), workers.jobs)]
+    results = workers.map(_build_chunk, [(tuple(taken.files[i] for i in c), [loaded[i] for i in c], f"{n}.json")
+                                         for n, c in enumerate(chunks)], meanwhile)
+    context: dict[str, Any] | None = None
+    files = list(loaded)
+    for chunk, (chunk_context, built) in zip(chunks, results):
+        if chunk_context is None or (context is not None and chunk_context != context):
+            return None, []
+        context = chunk_context
+        for i, f in zip(chunk, built):
+            files[i] = f
+    return context, [f for f in files if isinstance(f, _File)]
+
+
+_SPREAD: list[Any] = []
+"""A worker process's part of the render: what :func:`_spread_worker` was given."""
+
+
+def _spread_worker(given: Any) -> None:
+    _SPREAD[:] = [given]
+
+
+_Built = tuple[dict[str, Any] | None, list[_File]]
+"""What a worker sends for a chunk of files: the context, and each file with its objects as JSON."""
+
+
+def _build_chunk(item: tuple[tuple[tuple[str, str, int], ...], list[_File | str], str]) -> _Built:
+    """In a worker: :func:`_build` of the files ``item`` names, their objects as JSON written to the spill folder
+    (a file whose objects do not read back from JSON exactly sends the render to the whole pipeline)."""
+    from dataclasses import replace
+
+    root, options, taken, spill = _SPREAD[0]
+    files, loaded, name = item
+    context, built = _build(root, options, replace(taken, files=files), loaded)
+    path = os.path.join(spill, name)
+    offset = 0
+    with open(path, "xb") as fh:
+        for f in built:
+            if f.stored is None:
+                raise _Whole
+            fh.write(f.stored)
+            f.spilled = (path, offset, len(f.stored))
+            offset += len(f.stored)
+            f.gangs = f.objects = f.stored = None
+    return context, built
+
+
+class _Ahead:
+    """What this process does while the workers build: read the inventories the config names, then pack the large
+    pools' gangs as their demands arrive (:class:`~toporender.placement.stage.PackAhead`), for :func:`_pack` to
+    take. Anything that goes wrong here only leaves :func:`_pack` to read and pack from scratch, and report."""
+
+    def __init__(self) -> None:
+        self.inventories: dict[tuple[str, str], Inventory] = {}
+        self.demands: dict[str, GangDemand] = {}
+        self.packers: PackAhead | None = None
+        self.trees: dict[str, tuple[str, str]] = {}
+        """The inventory (path, hash) each pool's packer packs into."""
+
+    def run(self, root: Path, store: Store, taken: Taken, results: Iterator[_Built],
+            writes: list[tuple[str, str, bytes]]) -> None:
+        import orjson
+
+        from toporender.placement.outcomes import demand_from_json, load_order
+        from toporender.placement.stage import PackAhead
+        from toporender.placement.tree import Tree
+
+        for path, sha in taken.others[1:]:
+            if sha == "-" or (path, sha) in self.inventories:
+                continue
+            try:
+                self.inventories[path, sha] = _inventory(store, root / path, path, sha, writes)
+            except Exception:  # noqa: BLE001, S112 - read again, and raised or reported, where it is packed
+                continue
+        try:
+            hashes = dict(taken.others)
+            trees = {}
+            for context, files in results:
+                if self.packers is None:
+                    if context is None:
+                        return
+                    for name, pool in context["pools"].items():
+                        path = pool["inventory"]
+                        if path is not None and (path, hashes.get(path)) in self.inventories:
+                            self.trees[name] = (path, hashes[path])
+                            trees[name] = Tree(self.inventories[path, hashes[path]], pool["levels"],
+                                               pool["node_selector"])
+                    self.packers = PackAhead(trees, load_order(root))
+                arrived = [(g["key"], g["pool"], demand_from_json(orjson.loads(g["demand"])))
+                           for f in files for g in f.summary["gangs"]]
+                self.demands.update((key, demand) for key, _, demand in arrived)
+                self.packers.feed(arrived)
+        except Exception:  # noqa: BLE001 - what a worker raised is _build_spread's to handle
+            self.packers = None
+
+    def take(self, pool_name: str, path: str, sha: str, demands: Sequence[GangDemand]) -> Packer | None:
+        """The pool's packer when it packed into this inventory and the first of ``demands``."""
+        if self.packers is None or self.trees.get(pool_name) != (path, sha):
+            return None
+        return self.packers.take(pool_name, demands)
 
 
 def _identity(obj: dict[str, Any]) -> str:
@@ -374,7 +564,8 @@ def _memo_rows(data: Any, keys: list[str]) -> list[list[Any]] | None:
 
 
 def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File],
-           writes: list[tuple[str, str, bytes]]) -> tuple[_Outcomes, str, list[Diagnostic]]:
+           writes: list[tuple[str, str, bytes]], ahead: _Ahead | None = None
+           ) -> tuple[_Outcomes, str, list[Diagnostic]]:
     """Outcomes per gang key, the lock and the placement warnings, as the pack stage gives them: each pool's
     outcomes from the plan memo when its demands and inventory are the ones packed before, else packed now.
     What it learns goes to ``writes``, stored only when the inputs held still while the render ran (the
@@ -421,19 +612,23 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
             rows = _memo_rows(memo.get(key), keys)
             exact = True
             if rows is None:
-                packed = _pack(store, target, path, hashlib.sha256(inventory).hexdigest(), pool,
-                               [g["demand"] for _, g in members], writes)
-                data = outcomes_json(packed)
-                back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
-                exact = back is not None and all(same(back[k], o) for k, o in packed.items())
-                if exact:
-                    writes.append(("plan", digest(code_fingerprint(), key), orjson.dumps(data)))
+                packed = _pack(store, target, path, hashlib.sha256(inventory).hexdigest(), pool_name, pool,
+                               [g for _, g in members], writes, ahead or _Ahead())
                 outcomes.direct.update(packed)
-                if not exact:
-                    outcomes.inexact.update(packed)
-                rows = _memo_rows(data, keys)
-                if rows is None:
-                    raise _Whole
+                if isinstance(store, _Nowhere):  # nothing is stored: the rows only tell which gangs were packed
+                    rows = [[k, packed[k].placement.placed, packed[k].placement.reason, ""] for k in keys]
+                    exact = False
+                else:
+                    data = outcomes_json(packed)
+                    back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
+                    exact = back is not None and all(same(back[k], o) for k, o in packed.items())
+                    if exact:
+                        writes.append(("plan", digest(code_fingerprint(), key), orjson.dumps(data)))
+                    else:
+                        outcomes.inexact.update(packed)
+                    rows = _memo_rows(data, keys)
+                    if rows is None:
+                        raise _Whole
             if exact:  # rows that do not read back as the outcomes they came from are never stored
                 writes.append(("rows", rows_key, orjson.dumps(rows)))
         for (f, g), (_, placed, reason, text) in zip(members, rows):
@@ -446,10 +641,11 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
     return outcomes, lock_lines([g["key"] for _, g in arrived]), warnings
 
 
-def _pack(store: Store, target: Path, path: str, sha: str, pool: dict[str, Any], demands: list[Any],
-          writes: list[tuple[str, str, bytes]]) -> dict[str, GangOutcome]:
-    """Pack a pool's gangs (their demands as stored, in arrival order) into the inventory at ``target`` (whose
-    bytes have SHA-256 ``sha``)."""
+def _pack(store: Store, target: Path, path: str, sha: str, pool_name: str, pool: dict[str, Any],
+          members: list[dict[str, Any]], writes: list[tuple[str, str, bytes]], ahead: _Ahead
+          ) -> dict[str, GangOutcome]:
+    """Pack a pool's gangs (their summaries, in arrival order) into the inventory at ``target`` (whose bytes have
+    SHA-256 ``sha``), with what was read and packed ``ahead``."""
     import orjson
 
     from toporender.placement.outcomes import GangOutcome, demand_from_json
@@ -457,9 +653,11 @@ def _pack(store: Store, target: Path, path: str, sha: str, pool: dict[str, Any],
     from toporender.placement.plan import gang_hash
 
     try:
-        gangs = [demand_from_json(orjson.loads(d)) for d in demands]
-        inventory = _inventory(store, target, path, sha, writes)
-        plan = pack(inventory, pool["levels"], gangs, node_selector=pool["node_selector"])
+        gangs = [ahead.demands.get(g["key"]) or demand_from_json(orjson.loads(g["demand"])) for g in members]
+        inventory = ahead.inventories.get((path, sha)) or _inventory(store, target, path, sha, writes)
+        packer = ahead.take(pool_name, path, sha, gangs)
+        plan = pack(inventory, pool["levels"], gangs, node_selector=pool["node_selector"], ahead=packer,
+                    compiled=ahead.packers.compiled.get(pool_name) if packer and ahead.packers else None)
     except (UserError, KeyError, TypeError, ValueError, AttributeError, IndexError):
         raise _Whole from None
     return {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key])) for g in gangs}
@@ -489,7 +687,7 @@ def _inventory(store: Store, target: Path, path: str, sha: str, writes: list[tup
         except (TypeError, ValueError):
             pass
     inventory = read_inventory(target, path)
-    if isinstance(inventory.positions, FilePositions) and all(
+    if not isinstance(store, _Nowhere) and isinstance(inventory.positions, FilePositions) and all(
             type(n.name) is str and type(n.labels) is dict and type(n.gpus) is int and type(n.used_gpus) is int
             and type(n.unschedulable) is bool for n in inventory.nodes):
         try:  # JSON gives these types back as they are (labels: str to str, as both readers check)
@@ -517,11 +715,14 @@ def _gang_pos(root: Path, f: _File, gang: dict[str, Any]) -> Position:
 
 
 def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], outcomes: _Outcomes,
-           out: _Render, new_context: bool, rebuild: Callable[[list[_File]], None]) -> None:
+           out: _Render, new_context: bool, rebuild: Callable[[list[_File]], None],
+           workers: Workers | None = None) -> None:
     """The stream: the pool objects, then each file from its ``emit`` entry when that holds its bytes with these
-    outcomes, else annotated and written now (from its ``objects`` entry, or built again when that is gone or
-    damaged); what is written now is checked with the pool objects (which are checked too when the context is
-    new)."""
+    outcomes, else annotated and written now (from its objects built in this render, as built or as the JSON a
+    worker sent, or from its ``objects`` entry, or built again when that is gone or damaged); what is written
+    now is checked with the pool objects (which are checked too when the context is new). Files a worker built
+    are annotated, written and checked by the ``workers`` that built them."""
+    import orjson
 
     from toporender.emit.stream import dump_chunks
     from toporender.placement.outcomes import annotate_objects
@@ -533,6 +734,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
     out.head = len(out.pieces)
     stored: dict[str, memoryview] = {}
     missing: list[_File] = []
+    as_json: list[tuple[_File, str]] = []
     for f in files:
         gangs = f.summary["gangs"]
         emit_key = digest(f.key, fmt, "[" + ",".join(outcomes.rows[g["key"]] for g in gangs
@@ -543,14 +745,28 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
             if raw is not None:
                 stored[emit_key] = raw
                 continue
+            if f.stored is not None or f.spilled is not None:
+                as_json.append((f, emit_key))
+                continue
             f.objects = _stored_objects(store, f)
             if f.objects is None:
                 missing.append(f)
     if missing:
         rebuild(missing)
+    written: dict[str, bytes] = {}
+    if workers is not None and as_json:
+        written = _write_spread(workers, fmt, context, as_json, outcomes)
+    else:
+        for f, _ in as_json:
+            f.objects = orjson.loads(f.objects_json() or b"")
     for f, emit_key in zip(files, out.parts):
         if emit_key in stored:
             out.pieces.append(stored[emit_key])
+            continue
+        if emit_key in written:
+            out.pieces.append(written[emit_key])
+            if not any(g["key"] in outcomes.inexact for g in f.summary["gangs"]):
+                emits.append((emit_key, written[emit_key]))
             continue
         assert f.objects is not None
         gangs = f.summary["gangs"]
@@ -570,10 +786,67 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
 
         if output_problems(pool_objects + fresh, kai_version=context["kai"]):
             raise _Whole
+    if isinstance(store, _Nowhere):
+        return
     for f in files:
-        if f.stored is not None:
-            out.writes += [("file", f.key, _json(f.summary)), ("objects", f.key, f.stored)]
+        if f.stored is not None or f.spilled is not None:
+            out.writes += [("file", f.key, _json(f.summary)), ("objects", f.key, f.objects_json() or b"")]
     out.writes += [("emit", key, data) for key, data in emits]
+
+
+def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: list[tuple[_File, str]],
+                  outcomes: _Outcomes) -> dict[str, bytes]:
+    """Each of ``files`` (a file a worker built and spilled, with its ``emit`` key) annotated with its outcomes
+    and written by ``workers``, chunks of files each checked with the pool objects; by ``emit`` key."""
+    given = (fmt, {name: pool["pin"] for name, pool in context["pools"].items()}, context["pool_objects"],
+             context["kai"])
+
+    def chunks() -> Iterator[tuple[_Given, list[_Spilled]]]:
+        for c in _chunks(len(files), workers.jobs):
+            items = []
+            for f, _ in files[c.start:c.stop]:
+                assert f.spilled is not None
+                gangs = f.summary["gangs"]
+                items.append((f.spilled, [{"tasks": g["tasks"], "pool": g["pool"]} for g in gangs],
+                              [outcomes.outcome(g["key"]) if g["key"] in outcomes.rows else None for g in gangs]))
+            yield given, items
+
+    written = [data for chunk in workers.map(_write_chunk, chunks()) for data in chunk]
+    return {key: data for (_, key), data in zip(files, written)}
+
+
+_Spilled = tuple[tuple[str, int, int], list[dict[str, Any]], list["GangOutcome | None"]]
+"""A file for :func:`_write_chunk`: where its objects were spilled, and each gang's tasks, pool and outcome."""
+
+
+_Given = tuple[str, dict[str, str], list[dict[str, Any]], str]
+"""What every chunk :func:`_write_chunk` writes needs: the format, each pool's pin, the pool objects, the KAI
+schema version."""
+
+
+def _write_chunk(item: tuple[_Given, list[_Spilled]]) -> list[bytes]:
+    """In a worker: each file's objects (as JSON) annotated with their gangs' outcomes and written; raises
+    :class:`_Whole` when the output check finds a problem, for the whole pipeline to report."""
+    import orjson
+
+    from toporender.emit.stream import dump_chunks
+    from toporender.placement.outcomes import annotate_objects
+    from toporender.validation import output_problems
+
+    (fmt, pins, pool_objects, kai), items = item
+    fresh: list[dict[str, Any]] = []
+    out: list[bytes] = []
+    for spilled, gangs, found in items:
+        flat: list[dict[str, Any]] = []
+        for g, (group_objects, pods), outcome in zip(gangs, orjson.loads(_unspill(spilled)), found, strict=True):
+            if outcome is not None:
+                annotate_objects(g["tasks"], pins[g["pool"]], group_objects, pods, outcome)
+            flat += group_objects + pods
+        fresh += flat
+        out.append(b"".join(dump_chunks(flat, fmt)))
+    if output_problems(pool_objects + fresh, kai_version=kai):
+        raise _Whole
+    return out
 
 
 def _stored_objects(store: Store, f: _File) -> list[list[list[dict[str, Any]]]] | None:

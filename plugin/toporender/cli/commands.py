@@ -61,8 +61,12 @@ DIR_ARG = click.argument("directory", default=".", type=click.Path(file_okay=Fal
               help="Write one file per workflow (same relative path) into this directory instead of stdout.")
 @render_options
 @NO_CACHE
+@click.option("--jobs", "jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes that build a large repo's workflows (1: this one only). Default: $TOPORENDER_JOBS, "
+                   "else the CPUs available.")
 @guarded("render")
-def render_cmd(directory: Path, fmt: str, output_dir: Path | None, no_cache: bool, **opts: Any) -> None:
+def render_cmd(directory: Path, fmt: str, output_dir: Path | None, no_cache: bool, jobs: int | None,
+               **opts: Any) -> None:
     """Render every workflow of the repo in DIR to a manifest stream on stdout."""
     store = None if no_cache else open_store(directory)
     options = make_options(**opts)
@@ -74,9 +78,10 @@ def render_cmd(directory: Path, fmt: str, output_dir: Path | None, no_cache: boo
             report(diagnostics_from_json(found.meta["warnings"]))
             write_stdout(found.pieces)
             return
+        from toporender.jobs import default_jobs
         from toporender.rerender import render_stream
 
-        out, warnings = render_stream(directory, options, fmt, store, found)
+        out, warnings = render_stream(directory, options, fmt, store, found, jobs or default_jobs())
         report(warnings)
         write_stdout(out)
         return

@@ -1,0 +1,177 @@
+"""A render spread over worker processes (``render --jobs N`` on a large repo) writes what one process writes,
+byte for byte, with or without the cache, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_render_cache import EDITS, apply, config, inventory, job, small_repo
+from test_rerender import NAMESPACED
+
+from conftest import CliResult, run_cli, write_repo
+from toporender import jobs as jobs_module
+from toporender import pipeline, rerender
+
+
+@pytest.fixture(autouse=True)
+def spread_small_repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every repo of these tests is spread over workers, and the spill folder goes to a folder of the test's."""
+    monkeypatch.setattr(rerender, "SPREAD_FROM_FILES", 1)
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spill))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    return spill
+
+
+def one_process(repo: Path, *args: str) -> CliResult:
+    return run_cli("render", *args, "--no-cache", "--jobs", "1", str(repo))
+
+
+def spread(repo: Path, *args: str, jobs: str = "2") -> CliResult:
+    return run_cli("render", *args, "--jobs", jobs, str(repo))
+
+
+def assert_spread_same(repo: Path, *args: str, jobs: str = "2") -> CliResult:
+    plain = one_process(repo, *args)
+    for result in (spread(repo, *args, "--no-cache", jobs=jobs), spread(repo, *args, jobs=jobs),
+                   spread(repo, *args, jobs=jobs)):
+        assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+    return plain
+
+
+def many_files(root: Path, count: int = 12) -> Path:
+    """A repo of ``count`` workflow files, a few of whose gangs do not fit (their warnings come from the
+    workers' placement), with a group template that warns once per render."""
+    text = config().replace("    strict: false\n", "    strict: false\n    common_group_templates: [cm]\n")
+    files = {f"workflows/w{i:02}.yaml": job(f"w{i:02}", replicas=1 + i % 2, per_replica=1 + i % 3, gpu=2 + 2 * (i % 2))
+             for i in range(count)}
+    return write_repo(root, {"toporender.yaml": text + NAMESPACED, "nodes.yaml": inventory(2), **files})
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("TOPORENDER_CACHE_DIR", str(directory))
+    return directory
+
+
+@pytest.mark.parametrize(("args", "jobs", "start_method"), [
+    ((), "2", None), (("--format", "json"), "2", None), ((), "3", None), (("--format", "json"), "7", None),
+    (("--strict",), "2", None), (("--namespace", "other"), "2", None),
+    (("--format", "json"), "2", "spawn"), ((), "2", "forkserver"),
+], ids=["yaml", "json", "3 jobs", "7 jobs", "strict", "namespace", "spawn", "forkserver"])
+def test_a_spread_render_is_the_render_of_one_process(tmp_path: Path, cache_dir: Path, args: tuple[str, ...],
+                                                      jobs: str, start_method: str | None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Uncached, cached cold and cached warm: stdout, stderr and exit code of one process, whatever the count of
+    workers and however they start; the workers built every file (this process built none)."""
+    monkeypatch.setattr(jobs_module, "START_METHOD", start_method)
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo, *args)
+    assert "cannot be placed" in plain.stderr or "--strict" in args
+    built: list[str] = []
+    real = pipeline.build_files
+
+    def spy(repo: pipeline.Repo, options: pipeline.RenderOptions):  # type: ignore[no-untyped-def]
+        built.extend(wf.source for wf in repo.workflows)
+        return real(repo, options)
+
+    monkeypatch.setattr(pipeline, "build_files", spy)
+    assert_spread_same(repo, *args, jobs=jobs)
+    assert built == []
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"workflows/w03.yaml": "workflow: [\n"}, "workflows/w03.yaml:"),
+    ({"workflows/w03.yaml": job("w01")}, "workflow name 'w01' is also used by"),
+    ({"workflows/w05.yaml": job("w05").replace("gpu: 4", "gpu: -4")}, "workflows/w05.yaml:"),
+    ({"nodes.yaml": inventory(2).replace("gpus: 4", "gpus: -4", 1)}, "nodes.yaml:"),
+], ids=["unreadable file", "duplicate names", "invalid resource", "bad inventory"])
+def test_a_problem_reads_as_in_one_process(tmp_path: Path, cache_dir: Path, files: dict[str, str],
+                                           expected: str) -> None:
+    repo = many_files(tmp_path / "repo")
+    write_repo(repo, files)
+    plain = assert_spread_same(repo)
+    assert plain.code == 1 and plain.stdout == "" and expected in plain.stderr, plain.stderr
+
+
+def test_an_output_problem_found_by_a_worker_reads_as_in_one_process(tmp_path: Path, cache_dir: Path) -> None:
+    """A group template that renders an object the cluster would reject: the worker that writes it finds it,
+    and the whole pipeline reports it at the template."""
+    repo = many_files(tmp_path / "repo")
+    text = config().replace("    strict: false\n", "    strict: false\n    common_group_templates: [cd]\n")
+    (repo / "toporender.yaml").write_text(
+        text + "group_templates:\n  cd:\n    apiVersion: resource.nvidia.com/v1beta2\n    kind: ComputeDomain\n"
+        "    metadata: {name: 'cd-{{WF_GROUP_UUID}}'}\n"
+        "    spec: {numNodes: 1, channel: {resourceClaimTemplate: {name: imex}}}\n")
+    plain = assert_spread_same(repo)
+    assert plain.code == 1 and plain.stdout == "" and "group template 'cd' renders an object" in plain.stderr
+
+
+def test_the_spill_folder_is_removed(tmp_path: Path, spread_small_repos: Path, cache_dir: Path) -> None:
+    repo = many_files(tmp_path / "repo")
+    assert spread(repo, "--no-cache").code == 0
+    assert spread(repo).code == 0
+    write_repo(repo, {"workflows/w04.yaml": "workflow: [\n"})
+    assert spread(repo).code == 1
+    assert list(spread_small_repos.iterdir()) == []
+
+
+def test_a_cold_spread_render_fills_the_cache_for_one_file_edits(tmp_path: Path, cache_dir: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entries a spread render stores are those of a render in one process: an edit then builds only the
+    edited file, in this process (one file is too few to spread)."""
+    repo = many_files(tmp_path / "repo")
+    assert_spread_same(repo)
+    monkeypatch.setattr(rerender, "SPREAD_FROM_FILES", 2)
+    built: list[str] = []
+    real = pipeline.build_files
+
+    def spy(repo: pipeline.Repo, options: pipeline.RenderOptions):  # type: ignore[no-untyped-def]
+        built.extend(wf.source for wf in repo.workflows)
+        return real(repo, options)
+
+    monkeypatch.setattr(pipeline, "build_files", spy)
+    (repo / "workflows/w02.yaml").write_text(job("w02", replicas=2, gpu=2))
+    assert_spread_same(repo)
+    assert built == ["workflows/w02.yaml"]  # by the cached render; the uncached ones spread or went whole
+
+
+def _killed(_: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("pass_", ["_build_chunk", "_write_chunk"])
+def test_a_worker_that_dies_ends_render_with_a_message(tmp_path: Path, pass_: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = many_files(tmp_path / "repo")
+    monkeypatch.setattr(rerender, pass_, _killed)
+    r = spread(repo, "--no-cache")
+    assert r.code == 3 and r.stdout == ""
+    assert "worker process ended" in r.stderr and "Traceback" not in r.stderr
+    assert multiprocessing.active_children() == []
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(EDITS, min_size=1, max_size=4),
+       args=st.sampled_from([(), ("--format", "json"), ("--strict",)]))
+def test_random_edits_render_the_same_spread(tmp_path_factory: pytest.TempPathFactory,
+                                             edits: list[tuple[object, ...]], args: tuple[str, ...]) -> None:
+    base = tmp_path_factory.mktemp("edits")
+    repo = small_repo(base / "repo")
+    (repo / "workflows/c.yaml").write_text(job("c", replicas=2, per_replica=1))
+    os.environ["TOPORENDER_CACHE_DIR"] = str(base / "cache")
+    try:
+        assert_spread_same(repo, *args)
+        for edit in edits:
+            apply(repo, edit)
+            assert_spread_same(repo, *args)
+    finally:
+        os.environ["TOPORENDER_CACHE_DIR"] = str(base / "unused")

@@ -1,0 +1,78 @@
+"""Worker processes: results in order, items taken as the workers need them, every error raised, one start for
+several maps."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from toporender.jobs import Workers, map_in_processes
+
+
+def _setup(offset: int) -> None:
+    _OFFSET[:] = [offset]
+
+
+_OFFSET: list[int] = [0]
+
+
+def _square(x: int) -> int:
+    if x == 13:
+        raise ValueError("thirteen")
+    return x * x + _OFFSET[0]
+
+
+def _pid(_: int) -> int:
+    return os.getpid()
+
+
+@pytest.mark.parametrize(("jobs", "count"), [(1, 5), (2, 1), (2, 13), (3, 7)])
+def test_results_come_in_order(jobs: int, count: int) -> None:
+    assert map_in_processes(_square, range(count), jobs, initializer=_setup, initargs=(1,)) == \
+        [x * x + 1 for x in range(count)]
+
+
+def test_items_are_taken_as_the_workers_need_them() -> None:
+    """A generator of items is read a few per worker ahead of the results taken, not all at once."""
+    pulled: list[int] = []
+    ahead: list[int] = []
+
+    def items() -> Iterator[int]:
+        for x in range(14, 114):
+            pulled.append(x)
+            yield x
+
+    def meanwhile(results: Iterator[int]) -> None:
+        for i, _ in enumerate(results):
+            ahead.append(len(pulled) - i)
+
+    with Workers(2, _setup, (0,)) as workers:
+        assert workers.map(_square, items(), meanwhile) == [x * x for x in range(14, 114)]
+    assert max(ahead) <= 2 * 4 + 1
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+def test_an_error_is_raised_even_when_meanwhile_swallows_it(swallow: bool) -> None:
+    """What an item raises is raised by the map, for the first item that raised, whatever ``meanwhile`` did
+    with it: results are never cut short."""
+    def meanwhile(results: Iterator[int]) -> None:
+        try:
+            for _ in results:
+                pass
+        except ValueError:
+            if not swallow:
+                raise
+
+    with pytest.raises(ValueError, match="thirteen"), Workers(2, _setup, (0,)) as workers:
+        workers.map(_square, range(40), meanwhile)
+
+
+def test_workers_start_once_for_several_maps() -> None:
+    with Workers(2, _setup, (0,)) as workers:
+        first = set(workers.map(_pid, range(16)))
+        assert workers.map(_square, [2, 3]) == [4, 9]
+        second = set(workers.map(_pid, range(16)))
+    assert len(first | second) <= 2
+    assert os.getpid() not in first | second
