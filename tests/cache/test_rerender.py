@@ -204,6 +204,7 @@ def test_limits_match_the_renderer() -> None:
 
     assert (rerender.MAX_OBJECTS, rerender.MAX_WORKFLOW_FILES, rerender.MAX_TOTAL_BYTES) == \
         (MAX_OBJECTS, repo.MAX_WORKFLOW_FILES, repo.MAX_TOTAL_BYTES)
+    assert rerender.SPREAD_FROM_FILES == pipeline.PARALLEL_FROM_FILES
 
 
 def test_the_plan_memo_key_reads_the_same_from_json_demands(tmp_path: Path) -> None:
