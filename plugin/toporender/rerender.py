@@ -605,14 +605,16 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
         keys = [g["key"] for _, g in members]
         demands = ("[" + ",".join(g["demand"] for _, g in members) + "]").encode()
         inventory = target.read_bytes()
+        sha = hashlib.sha256(inventory).hexdigest()
         key = memo_key(inventory, path, pool["levels"], demands, pool["node_selector"])
+        del inventory, demands  # tens of megabytes in a large repo, not needed to pack
         rows_key = digest(code_fingerprint(), "rows", key)
         rows = _rows(_read_json(store, "rows", rows_key), keys)
         if rows is None:
             rows = _memo_rows(memo.get(key), keys)
             exact = True
             if rows is None:
-                packed = _pack(store, target, path, hashlib.sha256(inventory).hexdigest(), pool_name, pool,
+                packed = _pack(store, target, path, sha, pool_name, pool,
                                [g for _, g in members], writes, ahead or _Ahead())
                 outcomes.direct.update(packed)
                 if isinstance(store, _Nowhere):  # nothing is stored: the rows only tell which gangs were packed
