@@ -84,3 +84,24 @@ def test_moved_gangs_are_re_placed_on_fewer_blocks(seed: int, gpus: int, spread:
     blocks = {n.name: n.labels["block"] for n in inst.inventory.nodes}
     got = sorted(k for k, g in plan.gangs.items() if len({blocks[n] for n in g.pod_nodes.values()}) > 1)
     assert got == spread
+
+
+STRANDED = [
+    # (mixed-family development seed or first-generator seed, GPUs placed, stranded GPUs); before the gang just
+    # placed moved its leaf groups into holes, 4 and 8 GPUs were stranded for the same GPUs placed (BestFit: 2, 6)
+    (3001, 188, 0),
+    (1008, 338, 6),
+]
+
+
+@pytest.mark.parametrize(("seed", "gpus", "stranded"), STRANDED, ids=[str(c[0]) for c in STRANDED])
+def test_leaf_groups_of_the_gang_just_placed_fill_holes(seed: int, gpus: int, stranded: int) -> None:
+    from instances import FAMILY_LEVELS, LEVELS, check_plan, family_instance, small_instance
+    from quality import metrics
+
+    inst, levels, spans = ((small_instance(seed), LEVELS, ("rack", "block")) if seed < 2000
+                           else (family_instance(seed), FAMILY_LEVELS, ("clique", "rack", "block")))
+    plan = pack(inst.inventory, levels, inst.gangs)
+    assert check_plan(inst.inventory, levels, inst.gangs, plan) == []
+    placed, _, got = metrics(inst, {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}, spans)
+    assert (placed, got) == (gpus, stranded)

@@ -4,8 +4,8 @@ Level by level the search chooses a domain for the gang and then for each subgro
 chosen domain pods go to the tightest child that holds them all, else largest children first, and finally to
 nodes sorted by free GPUs and name. In pools of up to ``HOLE_MAX_NODES`` nodes, a choice that would leave a
 hole (fewer free GPUs than any leaf group seen so far asks for) comes after those that leave none, unless that
-spreads the gang over more domains. Every change to the tree goes through an undo log so a failed branch rolls
-back exactly.
+spreads the gang over more domains, and the placed gang's leaf groups then move into holes where that spans
+no more domains. Every change to the tree goes through an undo log so a failed branch rolls back exactly.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from toporender.placement.tree import ROOT, Tree
 
 # Search budgets in steps (a step = one candidate domain tried or one fit test). They bound the worst case.
 GANG_STEPS = 1_000
+DEFRAG_STEPS = 2_000
+"""Leaf-group moves tried after placing one gang (see ``Fitter.defragment``)."""
 HOLE_MAX_NODES = 128
 """Pools up to this many nodes are packed avoiding holes (see ``Fitter.hole``): there the free GPUs left at the
 end are few and a hole is lost for good. In larger pools plain best fit placed more GPUs (the mixed family at
@@ -503,6 +505,91 @@ class Fitter:
             self.lca[gang.idx] = self._lca(gang.idx)
             self.placed.add(gang.idx)
         return ok, ctx.steps
+
+    # ---- filling holes with the gang just placed -------------------------------------------------------------
+    def defragment(self, gang: CompiledGang) -> None:
+        """Move whole leaf groups of ``gang`` (just placed) to other domains of their required level when that
+        leaves fewer free GPUs in holes (domains with fewer free GPUs than any leaf group seen so far asks for),
+        the gang spans no more domains at any level, and the target has no more free GPUs than the group's
+        domain would have without it.
+
+        Best fit chooses one group at a time: a hole an earlier gang left stays open while a group of the gang
+        takes a looser domain, and the gang's own choices leave holes another of its groups could have filled.
+        Each group stays inside the domains its ancestor groups require (around their pods), and is placed by
+        the search's own descent, so every constraint holds as after any placement. The last condition keeps
+        the larger room of the two domains for later gangs: without it, two appended gangs of each stability
+        set needed a re-arrangement. Only the gang just placed moves, so earlier placements, and with them plans
+        of prefixes, stay as they were; each try is a step of a fixed budget. Small pools only, like holes."""
+        tree = self.tree
+        if not self.small_pool or gang.excluded or gang.idx not in self.lca or gang.idx in self.fixed:
+            return
+        hole = self.hole[gang.idx]
+        asg = self.assign[gang.idx]
+        leaves = [gi for gi, g in enumerate(gang.groups) if g.pods and not g.children and g.req >= 0
+                  and not g.tol_any]
+        budget = DEFRAG_STEPS
+        better = True
+        while better and budget > 0:
+            better = False
+            for gi in leaves:
+                g = gang.groups[gi]
+                top, a = -1, g.parent
+                while a >= 0:
+                    top = max(top, gang.groups[a].req)
+                    a = gang.groups[a].parent
+                path = tree.node_path[asg[g.pods[0]]]
+                w = path[-top - 2] if top >= 0 else ROOT
+                spans, holes = self._spans_and_holes(gang, hole)
+                here = {tree.node_path[asg[p]][-g.req - 2] for p in g.pods}
+                # the target may not have more free GPUs than the group's domain would without it: the larger
+                # room of the two stays for later gangs
+                room = tree.dom_free[min(here)] + g.need
+                domains = sorted((d for d in tree.level_domains[g.req] if tree.dom_real[d] and d not in here
+                                  and tree.inside(d, w) and g.need <= self._free(d, g.tol)
+                                  and tree.dom_free[d] <= room),
+                                 key=tree.rank.__getitem__)
+                best: tuple[int, tuple[int, ...], int] | None = None
+                for d in domains:
+                    if budget <= 0:
+                        break
+                    budget -= 1
+                    mark = len(self.log)
+                    if self._move_group(gang, g.pods, d, g.tol):
+                        got, left = self._spans_and_holes(gang, hole)
+                        key = (left, got, tree.rank[d])
+                        if left < holes and all(x <= y for x, y in zip(got, spans, strict=True)) and (
+                                best is None or key < best):
+                            best = key
+                    self._rollback(mark, None)
+                if best is not None:
+                    self._move_group(gang, g.pods, tree.dom_rank[best[2]], g.tol)
+                    better = True
+        self.lca[gang.idx] = self._lca(gang.idx)
+
+    def _move_group(self, gang: CompiledGang, pods: list[int], d: int, tol: frozenset[int]) -> bool:
+        """Release ``pods`` of ``gang`` and place them inside ``d`` by the search's descent."""
+        asg = self.assign[gang.idx]
+        gpus = gang.pod_gpus
+        pairs = tuple(sorted((p, asg.pop(p)) for p in pods))
+        deltas: dict[int, int] = {}
+        for pod, node in pairs:
+            deltas[node] = deltas.get(node, 0) - gpus[pod]
+        self.log.append((gang.idx, pairs, -1))
+        self.tree.change(deltas)
+        ctx = SearchContext(gang.idx, 0)
+        self._count_used(ctx.used, list(asg.values()), 1)
+        return self._distribute(ctx, d, pods, tol)
+
+    def _spans_and_holes(self, gang: CompiledGang, hole: int) -> tuple[tuple[int, ...], int]:
+        """The gang's domains per level (coarsest first), and free GPUs in holes over the pool."""
+        tree = self.tree
+        doms = {d for n in set(self.assign[gang.idx].values()) for d in tree.node_path[n]}
+        per = [0] * len(tree.levels)
+        for d in doms:
+            if d != ROOT:
+                per[tree.dom_level[d]] += 1
+        free = tree.dom_free
+        return tuple(per), sum(f for d in range(1, len(free)) if 0 < (f := free[d]) < hole)
 
     def _lca(self, gang: int) -> int:
         tree = self.tree

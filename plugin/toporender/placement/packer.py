@@ -11,7 +11,9 @@ across subgroups) chooses, level by level, a domain for the gang and then for ea
 * a preferred level is tried first and relaxed one level at a time up to the required level;
 * inside the chosen domain, pods go to the single child that fits tightest, else to the largest children first
   with the tightest child for the remainder (Kueue's descent), and finally to nodes sorted by free GPUs
-  (largest first) and name, filling a node before the next, so the residual fragment is well defined.
+  (largest first) and name, filling a node before the next, so the residual fragment is well defined;
+* in small pools, the placed gang's leaf groups then move to other domains of their level where that leaves
+  fewer free GPUs in holes and spans no more domains (``Fitter.defragment``).
 
 When a gang does not fit, earlier gangs may be re-arranged (never dropped): the gangs lying inside one region (a
 domain of the new gang's required level, then coarser ones up to the pool) are lifted, assigned whole to domains
@@ -65,6 +67,8 @@ class Packer(Repairer):
             ok = False
             if not self._hopeless(gang):
                 ok, _ = self.place_fewest(gang, ROOT, fit.GANG_STEPS)
+                if ok:
+                    self.defragment(gang)
             if not ok:
                 reason = self.reason(gang)
                 shape = (gang.groups[0].req, gang.need, gang.max_leaf)
