@@ -175,3 +175,24 @@ def test_random_edits_render_the_same_spread(tmp_path_factory: pytest.TempPathFa
             assert_spread_same(repo, *args)
     finally:
         os.environ["TOPORENDER_CACHE_DIR"] = str(base / "unused")
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_objects_that_would_not_read_back_render_in_one_process(tmp_path: Path, cache_dir: Path, cached: bool,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose objects would not read back exactly (as spilled: marshal without a cache, JSON with one)
+    hands the render to one process, which writes what it always writes."""
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo)
+    monkeypatch.setattr(rerender, "_exact_json" if cached else "_marshal", lambda objects: None)
+    whole: list[Path] = []
+    real = pipeline.render_stream
+
+    def spy(root: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        whole.append(root)
+        return real(root, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "render_stream", spy)
+    result = spread(repo) if cached else spread(repo, "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+    assert whole == [repo]
