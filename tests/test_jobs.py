@@ -35,7 +35,7 @@ def test_results_come_in_order(jobs: int, count: int) -> None:
 
 
 def test_items_are_taken_as_the_workers_need_them() -> None:
-    """A generator of items is read a few per worker ahead of the results taken, not all at once."""
+    """With a window, a generator of items is read only that far ahead of the results taken."""
     pulled: list[int] = []
     ahead: list[int] = []
 
@@ -49,8 +49,8 @@ def test_items_are_taken_as_the_workers_need_them() -> None:
             ahead.append(len(pulled) - i)
 
     with Workers(2, _setup, (0,)) as workers:
-        assert workers.map(_square, items(), meanwhile) == [x * x for x in range(14, 114)]
-    assert max(ahead) <= 2 * 4 + 1
+        assert workers.map(_square, items(), meanwhile, window=8) == [x * x for x in range(14, 114)]
+    assert max(ahead) <= 8 + 1
 
 
 @pytest.mark.parametrize("swallow", [False, True])
@@ -76,3 +76,18 @@ def test_workers_start_once_for_several_maps() -> None:
         second = set(workers.map(_pid, range(16)))
     assert len(first | second) <= 2
     assert os.getpid() not in first | second
+
+
+def test_without_a_window_every_item_is_handed_over_at_once() -> None:
+    """The workers never wait for ``meanwhile`` to take results (it reads an inventory first)."""
+    pulled: list[int] = []
+    seen: list[int] = []
+
+    def items() -> Iterator[int]:
+        for x in range(14, 54):
+            pulled.append(x)
+            yield x
+
+    with Workers(2, _setup, (0,)) as workers:
+        workers.map(_square, items(), lambda results: seen.append(len(pulled)))
+    assert seen == [40]

@@ -97,10 +97,11 @@ class Workers:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
     def map(self, fn: Callable[[T], R], items: Iterable[T],
-            meanwhile: Callable[[Iterator[R]], None] = lambda results: None) -> list[R]:
-        """:func:`map_in_processes` in these workers. The items are taken from ``items`` as the workers need
-        them, a few per worker ahead, so a caller that hands large items over one by one from a generator holds
-        only those in flight."""
+            meanwhile: Callable[[Iterator[R]], None] = lambda results: None, window: int | None = None) -> list[R]:
+        """:func:`map_in_processes` in these workers. With a ``window``, at most that many items are handed over
+        at a time, the next one as a result is taken in order, so a caller that makes large items one by one in
+        a generator holds only those in flight; a ``meanwhile`` that does not take results then leaves the
+        workers idle once they have done the window. Without one, every item is handed over at once."""
         from concurrent.futures.process import BrokenProcessPool  # imported by the commands that start workers only
 
         pending = iter(items)
@@ -108,7 +109,6 @@ class Workers:
         results: list[R] = []
 
         def fill() -> None:
-            window = 4 * self.jobs
             if self.pool is None:
                 first = list(itertools.islice(pending, self.jobs))
                 if not first:
@@ -116,7 +116,7 @@ class Workers:
                 started = _start(fn, first, self.jobs, self.initializer, self.initargs)
                 self.pool = started.pool
                 futures.extend(started.first)
-            while len(futures) < window and (item := next(pending, _END)) is not _END:
+            while (window is None or len(futures) < window) and (item := next(pending, _END)) is not _END:
                 futures.append(self.pool.submit(fn, item))  # type: ignore[arg-type]
 
         def take() -> R:

@@ -836,7 +836,7 @@ def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: li
                               [outcomes.outcome(g["key"]) if g["key"] in outcomes.rows else None for g in gangs]))
             yield given, items
 
-    written = [data for chunk in workers.map(_write_chunk, chunks()) for data in chunk]
+    written = [data for chunk in workers.map(_write_chunk, chunks(), window=4 * workers.jobs) for data in chunk]
     return {key: data for (_, key), data in zip(files, written)}
 
 
