@@ -249,19 +249,21 @@ def config_inputs(config: bytes, inventory: str | None) -> Inputs | None:
     return Inputs(tuple(patterns), tuple(sorted({n for n in named if isinstance(n, str)})))
 
 
-def _file_hash(root: Path, rel: str, contents: bool = True) -> tuple[str, int]:
+def _file_hash(root: Path, rel: str, contents: bool = True, found: bool = False) -> tuple[str, int]:
     """SHA-256 and size of a regular file inside the repo (("-", 0) when nothing is there; without
     ``contents``, "" and the size on disk); raises OSError for anything a render would refuse or report (a link
-    out of the repo, a folder, a path that leaves the repo)."""
-    if os.path.isabs(rel) or ".." in Path(rel).parts:
-        raise OSError(f"{rel} is outside the repo")
+    out of the repo, a folder, a path that leaves the repo). ``found``: the walk just classified ``rel`` as a
+    regular file inside the repo (resolving each of 10,000 files again cost 0.5 s)."""
     path = root / rel
-    if not os.path.lexists(path):
-        return "-", 0
-    if not walk.inside(root, path) or not path.is_file():
-        raise OSError(f"{rel} is not a regular file inside the repo")
+    if not found:
+        if os.path.isabs(rel) or ".." in Path(rel).parts:
+            raise OSError(f"{rel} is outside the repo")
+        if not os.path.lexists(path):
+            return "-", 0
+        if not walk.inside(root, path) or not path.is_file():
+            raise OSError(f"{rel} is not a regular file inside the repo")
     if not contents:
-        return "", path.stat().st_size
+        return "", os.stat(path).st_size
     data = path.read_bytes()
     return hashlib.sha256(data).hexdigest(), len(data)
 
@@ -296,7 +298,7 @@ def render_key(root: Path, what: str, inventory: str | None, *, contents: bool =
         found = walk.find(root, list(inputs.patterns), {CONFIG_FILE})
         if found.problems:
             return None
-        files = tuple((rel, *_file_hash(root, rel, contents)) for rel in sorted(found.files))
+        files = tuple((rel, *_file_hash(root, rel, contents, found=True)) for rel in sorted(found.files))
         others = tuple((rel, _file_hash(root, rel)[0]) for rel in (LOCK_FILE, *inputs.inventories))
         parts: list[bytes | str] = [FORMAT, code_fingerprint(), what, raw]
         parts += [f"w\0{rel}\0{sha}" for rel, sha, _ in files]
