@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from toporender.cache import (
     FORMAT,
+    LOCK_FILE,
     Found,
     Plans,
     Store,
@@ -466,8 +467,8 @@ class _Ahead:
         from toporender.placement.stage import PackAhead
         from toporender.placement.tree import Tree
 
-        for path, sha in taken.others[1:]:
-            if sha == "-" or (path, sha) in self.inventories:
+        for path, sha in taken.others:
+            if path == LOCK_FILE or sha == "-" or (path, sha) in self.inventories:
                 continue
             try:
                 self.inventories[path, sha] = _inventory(store, root / path, path, sha, writes)

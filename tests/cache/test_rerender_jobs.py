@@ -196,3 +196,15 @@ def test_objects_that_would_not_read_back_render_in_one_process(tmp_path: Path, 
     result = spread(repo) if cached else spread(repo, "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
     assert whole == [repo]
+
+
+@pytest.mark.parametrize(("args", "env", "code", "message"), [
+    (["--jobs", "0"], None, 2, "--jobs"),
+    ([], "0", 1, "TOPORENDER_JOBS must be a whole number"),
+], ids=["zero", "env zero"])
+def test_job_counts_that_are_refused(tmp_path: Path, args: list[str], env: str | None, code: int, message: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if env is not None:
+        monkeypatch.setenv("TOPORENDER_JOBS", env)
+    r = run_cli("render", "--no-cache", *args, str(many_files(tmp_path / "repo")))
+    assert r.code == code and r.stdout == "" and message in r.stderr, r.stderr
