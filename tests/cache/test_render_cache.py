@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -61,13 +62,6 @@ def assert_same(repo: Path, *args: str) -> CliResult:
     assert (first.code, first.stdout, first.stderr) == (plain.code, plain.stdout, plain.stderr)
     assert (second.code, second.stdout, second.stderr) == (plain.code, plain.stdout, plain.stderr)
     return plain
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("TOPORENDER_CACHE_DIR", str(directory))
-    return directory
 
 
 def entries(directory: Path) -> list[Path]:
@@ -129,15 +123,25 @@ def test_random_edits_render_the_same_with_and_without_the_cache(tmp_path_factor
                                                                 edits: list[tuple[object, ...]],
                                                                 args: tuple[str, ...]) -> None:
     base = tmp_path_factory.mktemp("edits")
-    repo = small_repo(base / "repo")
-    os.environ["TOPORENDER_CACHE_DIR"] = str(base / "cache")
+    after_each_edit(base / "cache", small_repo(base / "repo"), edits, lambda repo: assert_same(repo, *args))
+
+
+def after_each_edit(cache: Path, repo: Path, edits: list[tuple[object, ...]], check: Callable[[Path], object]
+                    ) -> None:
+    """``check(repo)`` with the cache folder ``cache``, then again after each of ``edits`` (hypothesis examples
+    cannot take function-scoped fixtures, so the environment is set and restored here)."""
+    before = os.environ.get("TOPORENDER_CACHE_DIR")
+    os.environ["TOPORENDER_CACHE_DIR"] = str(cache)
     try:
-        assert_same(repo, *args)
+        check(repo)
         for edit in edits:
             apply(repo, edit)
-            assert_same(repo, *args)
+            check(repo)
     finally:
-        os.environ["TOPORENDER_CACHE_DIR"] = str(base / "unused")
+        if before is None:
+            os.environ.pop("TOPORENDER_CACHE_DIR", None)
+        else:
+            os.environ["TOPORENDER_CACHE_DIR"] = before
 
 
 def test_a_hit_serves_the_stored_render_and_an_edit_misses(tmp_path: Path, cache_dir: Path) -> None:

@@ -19,13 +19,6 @@ from toporender import cache, pipeline, rerender
 from toporender.placement import outcomes
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("TOPORENDER_CACHE_DIR", str(directory))
-    return directory
-
-
 def kinds(directory: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for path in (directory / "v1").iterdir():

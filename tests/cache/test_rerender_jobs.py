@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_render_cache import EDITS, apply, config, inventory, job, small_repo
+from test_render_cache import EDITS, after_each_edit, config, inventory, job, small_repo
 from test_rerender import NAMESPACED
 
 from conftest import CliResult, run_cli, write_repo
@@ -55,11 +55,17 @@ def many_files(root: Path, count: int = 12) -> Path:
     return write_repo(root, {"toporender.yaml": text + NAMESPACED, "nodes.yaml": inventory(2), **files})
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("TOPORENDER_CACHE_DIR", str(directory))
-    return directory
+def files_built_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The workflow files this process builds from now on (a worker's builds are its own)."""
+    built: list[str] = []
+    real = pipeline.build_files
+
+    def spy(repo: pipeline.Repo, options: pipeline.RenderOptions):  # type: ignore[no-untyped-def]
+        built.extend(wf.source for wf in repo.workflows)
+        return real(repo, options)
+
+    monkeypatch.setattr(pipeline, "build_files", spy)
+    return built
 
 
 @pytest.mark.parametrize(("args", "jobs", "start_method"), [
@@ -76,14 +82,7 @@ def test_a_spread_render_is_the_render_of_one_process(tmp_path: Path, cache_dir:
     repo = many_files(tmp_path / "repo")
     plain = one_process(repo, *args)
     assert "cannot be placed" in plain.stderr or "--strict" in args
-    built: list[str] = []
-    real = pipeline.build_files
-
-    def spy(repo: pipeline.Repo, options: pipeline.RenderOptions):  # type: ignore[no-untyped-def]
-        built.extend(wf.source for wf in repo.workflows)
-        return real(repo, options)
-
-    monkeypatch.setattr(pipeline, "build_files", spy)
+    built = files_built_here(monkeypatch)
     assert_spread_same(repo, *args, jobs=jobs)
     assert built == []
 
@@ -131,14 +130,7 @@ def test_a_cold_spread_render_fills_the_cache_for_one_file_edits(tmp_path: Path,
     repo = many_files(tmp_path / "repo")
     assert_spread_same(repo)
     monkeypatch.setattr(rerender, "SPREAD_FROM_FILES", 2)
-    built: list[str] = []
-    real = pipeline.build_files
-
-    def spy(repo: pipeline.Repo, options: pipeline.RenderOptions):  # type: ignore[no-untyped-def]
-        built.extend(wf.source for wf in repo.workflows)
-        return real(repo, options)
-
-    monkeypatch.setattr(pipeline, "build_files", spy)
+    built = files_built_here(monkeypatch)
     (repo / "workflows/w02.yaml").write_text(job("w02", replicas=2, gpu=2))
     assert_spread_same(repo)
     assert built == ["workflows/w02.yaml"]  # by the cached render; the uncached ones spread or went whole
@@ -167,14 +159,7 @@ def test_random_edits_render_the_same_spread(tmp_path_factory: pytest.TempPathFa
     base = tmp_path_factory.mktemp("edits")
     repo = small_repo(base / "repo")
     (repo / "workflows/c.yaml").write_text(job("c", replicas=2, per_replica=1))
-    os.environ["TOPORENDER_CACHE_DIR"] = str(base / "cache")
-    try:
-        assert_spread_same(repo, *args)
-        for edit in edits:
-            apply(repo, edit)
-            assert_spread_same(repo, *args)
-    finally:
-        os.environ["TOPORENDER_CACHE_DIR"] = str(base / "unused")
+    after_each_edit(base / "cache", repo, edits, lambda repo: assert_spread_same(repo, *args))
 
 
 @pytest.mark.parametrize("cached", [False, True])
