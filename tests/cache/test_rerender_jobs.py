@@ -3,6 +3,7 @@ byte for byte, with or without the cache, and leaves nothing behind."""
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import signal
@@ -138,6 +139,22 @@ def test_a_cold_spread_render_fills_the_cache_for_one_file_edits(tmp_path: Path,
 
 def _killed(_: object) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _full_disk(_: object) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("pass_", ["_build_chunk", "_write_chunk"])
+def test_a_spill_folder_without_room_renders_in_one_process(tmp_path: Path, pass_: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that cannot write its spill (or read it back) hands the render to one process, which writes
+    what it always writes: a small temporary folder costs time, never the stream."""
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo)
+    monkeypatch.setattr(rerender, pass_, _full_disk)
+    result = spread(repo, "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
 
 
 @pytest.mark.parametrize("pass_", ["_build_chunk", "_write_chunk"])
