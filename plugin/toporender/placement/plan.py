@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +246,11 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
             names[(own, finest)] = got
         return got
 
+    single: dict[int, dict[str, str]] = {}
+
+    def domains_named(path: list[int]) -> dict[str, str]:
+        return {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
+
     planned_own: dict[int, int] = {}  # GPUs planned per node domain
     unit = 0
     requested = placed_gpus = 0
@@ -267,11 +271,15 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
         placed_gpus += gang.need
         asg = packer.assign.get(gang.idx, {})
         own_of = {pod: node_path[node][0] for pod, node in asg.items()}
-        domain_gpus: dict[tuple[str, ...], int] = {}
+        gpus_of: dict[int, int] = {}
+        per_own: dict[int, int] = {}
+        pod_gpus = gang.pod_gpus
         for pod, own in own_of.items():
-            planned_own[own] = planned_own.get(own, 0) + gang.pod_gpus[pod]
-            own_path = tree.dom_path[own]
-            domain_gpus[own_path] = domain_gpus.get(own_path, 0) + gang.pod_gpus[pod]
+            gpus_of[own] = gpus_of.get(own, 0) + pod_gpus[pod]
+            per_own[own] = per_own.get(own, 0) + 1
+        domain_gpus = {tree.dom_path[own]: gpus for own, gpus in gpus_of.items()}
+        for own, gpus in gpus_of.items():
+            planned_own[own] = planned_own.get(own, 0) + gpus
         # Subgroup and pod domains depend only on a group and the node domains its pods landed in, so they are
         # worked out once per (group, node domain) rather than once per pod.
         groups = gang.groups
@@ -292,14 +300,19 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
             below[groups[gi].parent] |= below[gi]
         sub_domains: dict[str, dict[str, str]] = {}
         for gi, g in enumerate(groups):
-            path = _lca_path(tree, below[gi])
-            sub_domains[g.name] = {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
+            if len(below[gi]) == 1:  # most groups: all pods in one node domain, whose answer is worked out once
+                (own,) = below[gi]
+                common = single.get(own)
+                if common is None:
+                    common = single[own] = domains_named(_lca_path(tree, below[gi]))
+                sub_domains[g.name] = dict(common)
+            else:
+                sub_domains[g.name] = domains_named(_lca_path(tree, below[gi]))
         names_of = gang.pod_names
         node_names = tree.node_names
         in_order = sorted(asg, key=names_of.__getitem__)
         pod_nodes = {names_of[p]: node_names[asg[p]] for p in in_order}
         pod_domain = {names_of[p]: where_of[p] for p in in_order if p in where_of}
-        per_own = Counter(own_of.values())
         span: dict[str, int] = {}
         cuts: dict[str, int] = {}
         for li, level_label in enumerate(levels):
