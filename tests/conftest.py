@@ -51,13 +51,13 @@ def _render_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.pop("TOPORENDER_NO_CACHE", None)
 
 
-
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A render cache of the test's own, empty at the start: tests that count or damage its entries."""
     directory = tmp_path / "cache"
     monkeypatch.setenv("TOPORENDER_CACHE_DIR", str(directory))
     return directory
+
 
 def render_pool_case(backend: str, case: dict[str, Any], image: str) -> Any:
     """Render one case of a backend's table: a pool ``case["pool"]`` of ``backend``, one group of
