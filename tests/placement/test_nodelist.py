@@ -252,3 +252,108 @@ def test_plain_compact_entries_read_as_the_general_reader_reads_them(batched: No
     whole = outcome(lambda: inventory_from_documents(read_inventory_file(path, "inventory/nodes.yaml"),
                                                      "inventory/nodes.yaml"))
     assert streamed == whole
+
+
+HEADER = "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
+SCALARS = ["a", "gb200-n1", "node-7", "yes", "no", "on", "Off", "true", "null", "Null", "~", "123", "0777", "0o17",
+           "1e3", "1.5", ".5", "-1", "+1", "0x1F", "2026-01-01", "1_000", "'yes'", "'123'", "'a'", "zone.a/b",
+           "a b", "a:b", "a#b", "'a'b'", "ñ"]
+
+
+def _flow(name: str, gpus: str, labels: list[tuple[str, str]]) -> str:
+    pairs = ", ".join(f"{k}: {v}" for k, v in labels)
+    return f"- {{name: {name}, gpus: {gpus}, labels: {{{pairs}}}}}\n"
+
+
+def _block(name: str, gpus: str, labels: list[tuple[str, str]]) -> str:
+    lines = "".join(f"    {k}: {v}\n" for k, v in labels)
+    return f"- name: {name}\n  gpus: {gpus}\n  labels:{chr(10) + lines if labels else ' {}' + chr(10)}"
+
+
+def _outcomes(tmp_path: Path, text: str) -> tuple[Any, Any, Any]:
+    """What the batched reader gives with its plain items taken as they are, what it gives with every batch
+    parsed as YAML, and what the whole-file reader gives: nodes, or the messages."""
+    from toporender.placement.inventory import inventory_from_documents, read_inventory_file
+    from toporender.placement.nodelist import read_inventory
+
+    path = tmp_path / "nodes.yaml"
+    path.write_text(text)
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read().nodes
+        except UserError as err:
+            return [str(d) for d in err.diagnostics]
+
+    plain = outcome(lambda: read_inventory(path, "inventory/nodes.yaml"))
+    original = nodelist._plain_batch
+    nodelist._plain_batch = lambda text, collector: False  # type: ignore[assignment]
+    try:
+        parsed = outcome(lambda: read_inventory(path, "inventory/nodes.yaml"))
+    finally:
+        nodelist._plain_batch = original
+    whole = outcome(lambda: inventory_from_documents(read_inventory_file(path, "inventory/nodes.yaml"),
+                                                     "inventory/nodes.yaml"))
+    return plain, parsed, whole
+
+
+@pytest.mark.parametrize("item", [_flow, _block], ids=["flow", "block"])
+@pytest.mark.parametrize(("name", "gpus", "labels"), [
+    ("a", "4", [("zone", "z1"), ("rack", "r1")]),
+    ("'yes'", "0", []),
+    ("yes", "4", []),
+    ("a", "4", [("zone", "yes")]),
+    ("a", "4", [("zone", "'123'")]),
+    ("a", "4", [("zone", "123")]),
+    ("a", "4", [("on", "z")]),
+    ("a", "4", [("zone", "2026-01-01")]),
+    ("a", "4", [("zone", "z1"), ("zone", "z2")]),
+    ("a", "4096", []),
+    ("a", "4097", []),
+    ("a", "007", []),
+    ("a", "4", [("zone", "z1 z2")]),
+    ("1e3", "4", [("k", ".5")]),
+], ids=["plain", "quoted name", "bool name", "bool label", "quoted int label", "int label", "bool key",
+        "timestamp label", "key twice", "most GPUs", "too many GPUs", "octal GPUs", "space", "exponent"])
+def test_plain_items_read_as_the_yaml_reader_reads_them(tmp_path: Path, item: Any, name: str, gpus: str,
+                                                        labels: list[tuple[str, str]]) -> None:
+    text = HEADER + item("b", "8", [("zone", "z1")]) + item(name, gpus, labels) + item("c", "8", [("zone", "z1")])
+    plain, parsed, whole = _outcomes(tmp_path, text)
+    assert plain == parsed == whole
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.tuples(st.sampled_from(SCALARS), st.sampled_from(["0", "4", "8", "4097", "08", "true"]),
+                                st.lists(st.tuples(st.sampled_from(SCALARS), st.sampled_from(SCALARS)), max_size=3),
+                                st.booleans()), max_size=6),
+       extra=st.sampled_from(["", "  usedGPUs: 2\n", "  # note\n", "\n"]))
+def test_generated_inventories_read_the_same_either_way(items: list[tuple[str, str, list[tuple[str, str]], bool]],
+                                                        extra: str) -> None:
+    import tempfile
+
+    body = "".join((_flow if flow else _block)(name, gpus, labels) for name, gpus, labels, flow in items)
+    cut = body.find("- ", 1)
+    text = HEADER + (body[:cut] + extra + body[cut:] if cut > 0 else body)
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, parsed, whole = _outcomes(Path(tmp), text)
+    assert plain == parsed
+    if isinstance(whole, tuple):  # a YAML error in a batch may be worded otherwise than in the whole file
+        assert plain == whole
+
+
+def test_what_inventory_import_writes_is_read_without_a_yaml_parser(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from toporender.placement.inventory import Node, compact_inventory
+    from toporender.placement.nodelist import read_inventory
+
+    nodes = [Node(f"gpu-{i:03d}", {"topology.kubernetes.io/zone": f"z{i % 2}", "nvidia.com/gpu.count": "8",
+                                   "ready": "true"}, 8) for i in range(50)]
+    path = tmp_path / "nodes.yaml"
+    path.write_text(inventory_yaml(compact_inventory(nodes)))
+    taken: list[bool] = []
+    original = nodelist._plain_batch
+    monkeypatch.setattr(nodelist, "_plain_batch", lambda text, c: taken.append(original(text, c)) or taken[-1])
+    inventory = read_inventory(path, "inventory/nodes.yaml")
+    assert taken == [True]
+    assert list(inventory.nodes) == nodes
+    assert inventory.nodes[0].labels is inventory.nodes[2].labels, "nodes with the same labels share them"

@@ -125,6 +125,13 @@ def _implicit_type(scalar: str) -> str | None:
     return None
 
 
+def plain_is_string(scalar: str) -> bool:
+    """Whether the exact loader reads ``scalar``, written plain, as that very string (as opposed to a number,
+    a boolean, null and the like). Readers of layouts regular enough to parse without a YAML parser
+    (:mod:`toporender.placement.nodelist`) vouch for a plain scalar only when this holds."""
+    return _implicit_type(scalar) in _READ_AS_STRING
+
+
 def load_plain(text: str, *, max_nodes: int, max_depth: int) -> Any:
     """The data of single-document ``text``, or :data:`UNSURE`.
 

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from toporender.errors import Diagnostic, Position, UserError, fail
+from toporender.load.yaml_fast import plain_is_string
 from toporender.load.yaml_source import Document, Loc, load_text
 from toporender.placement.inventory import (
     API_VERSION,
     KIND,
     MAX_INVENTORY_BYTES,
+    MAX_NODE_GPUS,
     Inventory,
     Node,
     _compact_node,
@@ -53,6 +55,11 @@ _LIST_KINDS = ("List", "NodeList")
 def _moved(pos: Position, first_line: int, indent: int) -> Position:
     """A position in a batch moved to where the batch sits in the file (its items were dedented by ``indent``)."""
     return Position(pos.path, pos.line + first_line - 1, pos.col + indent, pos.data_path)
+
+
+def _lines_moved(message: str, first_line: int) -> str:
+    """A batch's message with the lines it names (``first at line N``) moved to where they are in the file."""
+    return re.sub(r"(?<=\(first at line )\d+(?=\))", lambda m: str(int(m[0]) + first_line - 1), message)
 
 
 class _Excerpt(Document):
@@ -82,6 +89,9 @@ class _Collector:
     compact: bool = False
     """Items are compact entries: the plain ones (name, GPUs, string labels) are taken without ``convert``,
     which sees only the others (and a plain one whose name was seen, for the message)."""
+    label_sets: dict[str, dict[str, str] | None] = field(default_factory=dict)
+    """The labels written out in a plain batch (:func:`_plain_batch`) -> their mapping (None: not plain); nodes
+    with the same labels share one mapping."""
 
     def result(self) -> list[Node]:
         """The nodes, or every problem found (and that it stopped looking, past :data:`MAX_ERRORS`)."""
@@ -333,10 +343,12 @@ def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) 
         return
     if indent:
         text = re.sub("^" + " " * indent, "", text, flags=re.M)
+    if collector.compact and _plain_batch(text, collector):
+        return
     try:
         docs = load_text(text, collector.display, max_bytes=MAX_INVENTORY_BYTES, max_nodes=value_budget(len(text)))
     except UserError as err:
-        raise UserError([Diagnostic(d.message, _moved(d.pos, first_line, indent))
+        raise UserError([Diagnostic(_lines_moved(d.message, first_line), _moved(d.pos, first_line, indent))
                          if d.pos and d.pos.path == collector.display else d for d in err.diagnostics]) from None
     if not docs:
         return
@@ -345,6 +357,84 @@ def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) 
         raise fail("expected a list of Node items", doc.pos())
     for i, raw in enumerate(doc.data):
         collector.add(doc, (i,), raw)
+
+
+_SCALAR = r"[A-Za-z0-9][A-Za-z0-9._/-]*"
+_VALUE = rf"{_SCALAR}|'{_SCALAR}'"
+_PAIR = rf"(?:{_VALUE}): (?:{_VALUE})"
+_GPUS = r"0|[1-9][0-9]{0,3}"
+_OTHER_LINE = r"[^\n]+\n?|\n"
+_PLAIN_ITEMS = {
+    "{": re.compile(rf"- \{{name: ({_VALUE}), gpus: ({_GPUS}), labels: \{{((?:{_PAIR}(?:, {_PAIR})*)?)\}}\}}\n"
+                    rf"|{_OTHER_LINE}"),
+    "n": re.compile(rf"- name: ({_VALUE})\n  gpus: ({_GPUS})\n  labels:(?: \{{\}}\n|\n((?:    {_PAIR}\n)+))"
+                    rf"|{_OTHER_LINE}"),
+}
+"""A compact inventory's items as ``inventory import`` writes them (block style) and as one flow mapping per
+line, each with just a name, GPUs and labels, every string plain or single-quoted of the characters names and
+labels use; any other line matches the last alternative, whose groups are empty."""
+
+
+def _plain_batch(text: str, collector: _Collector) -> bool:
+    """Take every node of a batch of compact items without a YAML parser, when every line is a plain item
+    (:data:`_PLAIN_ITEMS`) that the YAML reader would take as it is (:meth:`_Collector._add_plain`); False,
+    having taken nothing, for anything else, which the YAML reader then reads and reports on.
+
+    A 1,000,000-GPU inventory has 216,000 such items; parsing them as YAML, checking what the parser read and
+    taking each node one by one made :func:`read_inventory` take 2.8 s, and 0.8 s this way. The result is the
+    same: the grammar admits only strings the exact loader reads as themselves
+    (:func:`~toporender.load.yaml_fast.plain_is_string`), a whole number of GPUs in range, no name twice
+    and no label key twice, within the same value budget."""
+    pattern = _PLAIN_ITEMS.get(text[2:3])
+    if pattern is None or collector.errors or not text.endswith("\n") or len(text) > MAX_INVENTORY_BYTES:
+        return False
+    items = pattern.findall(text)
+    values = 2 + 6 * len(items)
+    seen, label_sets = collector.seen, collector.label_sets
+    names: dict[str, None] = {}
+    nodes = []
+    for name, gpus, written in items:
+        labels = label_sets.get(written, _UNREAD)
+        if labels is _UNREAD:
+            labels = label_sets[written] = _plain_labels(written, collector.strings)
+        if labels is None or not name:
+            return False
+        if name[0] == "'":
+            name = name[1:-1]
+        elif not plain_is_string(name):
+            return False
+        count = int(gpus)
+        if count > MAX_NODE_GPUS or name in seen or name in names:
+            return False
+        names[name] = None
+        values += len(labels)
+        nodes.append(Node(name, labels, count))
+    if values > value_budget(len(text)):
+        return False
+    seen.update(names)
+    collector.nodes.extend(nodes)
+    return True
+
+
+_UNREAD: Any = object()
+
+
+def _plain_labels(written: str, strings: dict[str, str]) -> dict[str, str] | None:
+    """The labels of a plain item as :data:`_PLAIN_ITEMS` captured them (``k: v, k: v`` or ``    k: v`` lines),
+    their strings shared; None when a plain string would not read as itself or a key is written twice."""
+    pairs = written.split(", ") if written[:4] != "    " else written[4:-1].split("\n    ")
+    share = strings.setdefault
+    labels = {}
+    for pair in pairs if written else ():
+        key, _, value = pair.partition(": ")
+        for text in (key, value):
+            if text[0] != "'" and not plain_is_string(text):
+                return None
+        key, value = key.strip("'"), value.strip("'")
+        if key in labels:
+            return None
+        labels[share(key, key)] = share(value, value)
+    return labels
 
 
 def read_compact(stream: IO[str], display: str) -> list[Node] | None:
