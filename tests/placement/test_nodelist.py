@@ -265,9 +265,16 @@ def _flow(name: str, gpus: str, labels: list[tuple[str, str]]) -> str:
     return f"- {{name: {name}, gpus: {gpus}, labels: {{{pairs}}}}}\n"
 
 
-def _block(name: str, gpus: str, labels: list[tuple[str, str]]) -> str:
+def _block(name: str, gpus: str, labels: list[tuple[str, str]], used: str | None = None, cordoned: bool = False,
+           taints: tuple[tuple[str, str | None, str], ...] = ()) -> str:
     lines = "".join(f"    {k}: {v}\n" for k, v in labels)
-    return f"- name: {name}\n  gpus: {gpus}\n  labels:{chr(10) + lines if labels else ' {}' + chr(10)}"
+    out = f"- name: {name}\n  gpus: {gpus}\n" + (f"  usedGPUs: {used}\n" if used is not None else "")
+    out += f"  labels:{chr(10) + lines if labels else ' {}' + chr(10)}"
+    out += "  unschedulable: true\n" if cordoned else ""
+    if taints:
+        out += "  taints:\n" + "".join(f"  - key: {k}\n" + (f"    value: {v}\n" if v is not None else "")
+                                       + f"    effect: {e}\n" for k, v, e in taints)
+    return out
 
 
 def _outcomes(tmp_path: Path, text: str) -> tuple[Any, Any, Any]:
@@ -322,16 +329,46 @@ def test_plain_items_read_as_the_yaml_reader_reads_them(tmp_path: Path, item: An
     assert plain == parsed == whole
 
 
-@settings(max_examples=60, deadline=None)
-@given(items=st.lists(st.tuples(st.sampled_from(SCALARS), st.sampled_from(["0", "4", "8", "4097", "08", "true"]),
+@pytest.mark.parametrize(("used", "cordoned", "taints"), [
+    ("2", False, ()),
+    ("8", True, ()),
+    ("9", False, ()),
+    (None, True, (("nvidia.com/gpu", None, "NoSchedule"),)),
+    (None, False, (("b", "x", "NoExecute"), ("a", "'true'", "PreferNoSchedule"), ("a", None, "NoSchedule"))),
+    (None, False, (("k", "true", "NoSchedule"),)),
+    (None, False, (("k", "v", "Sometimes"),)),
+    (None, False, (("k", "v", "'NoSchedule'"),)),
+    ("0", True, (("k", "1", "NoSchedule"),)),
+], ids=["used", "all used, cordoned", "more used than there are", "taint without value", "taints sorted",
+        "bool taint value", "unknown effect", "quoted effect", "int taint value"])
+def test_cordons_taints_and_used_gpus_read_as_the_yaml_reader_reads_them(
+        tmp_path: Path, used: str | None, cordoned: bool, taints: tuple[tuple[str, str | None, str], ...]) -> None:
+    text = HEADER + _block("a", "8", [("zone", "z1")]) + _block("b", "8", [("zone", "z1")], used, cordoned, taints)
+    plain, parsed, whole = _outcomes(tmp_path, text)
+    assert plain == parsed == whole
+
+
+_GPU_COUNTS = st.sampled_from(["0", "4", "8", "4097", "08", "true"])
+_TAINTS = st.lists(st.tuples(st.sampled_from(SCALARS), st.none() | st.sampled_from(SCALARS),
+                             st.sampled_from(["NoSchedule", "NoExecute", "PreferNoSchedule", "Never"])), max_size=2)
+_EXTRAS = st.tuples(st.none() | _GPU_COUNTS, st.booleans(), _TAINTS)
+
+
+@settings(max_examples=80, deadline=None)
+@given(items=st.lists(st.tuples(st.sampled_from(SCALARS), _GPU_COUNTS,
                                 st.lists(st.tuples(st.sampled_from(SCALARS), st.sampled_from(SCALARS)), max_size=3),
-                                st.booleans()), max_size=6),
+                                st.none() | _EXTRAS), max_size=6),
        extra=st.sampled_from(["", "  usedGPUs: 2\n", "  # note\n", "\n"]))
-def test_generated_inventories_read_the_same_either_way(items: list[tuple[str, str, list[tuple[str, str]], bool]],
-                                                        extra: str) -> None:
+def test_generated_inventories_read_the_same_either_way(
+        items: list[tuple[str, str, list[tuple[str, str]], tuple[str | None, bool, list[Any]] | None]],
+        extra: str) -> None:
+    """Flow items (no extras), block items with or without used GPUs, a cordon and taints, and a line that
+    breaks the layout somewhere: with and without the plain reader, and as the whole file reads them."""
     import tempfile
 
-    body = "".join((_flow if flow else _block)(name, gpus, labels) for name, gpus, labels, flow in items)
+    body = "".join(_flow(name, gpus, labels) if extras is None else _block(name, gpus, labels, extras[0], extras[1],
+                                                                           tuple(extras[2]))
+                   for name, gpus, labels, extras in items)
     cut = body.find("- ", 1)
     text = HEADER + (body[:cut] + extra + body[cut:] if cut > 0 else body)
     with tempfile.TemporaryDirectory() as tmp:
@@ -343,11 +380,13 @@ def test_generated_inventories_read_the_same_either_way(items: list[tuple[str, s
 
 def test_what_inventory_import_writes_is_read_without_a_yaml_parser(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from toporender.placement.inventory import Node, compact_inventory
+    from toporender.placement.inventory import Node, Taint, compact_inventory
     from toporender.placement.nodelist import read_inventory
 
+    taints = (Taint("nvidia.com/gpu", None, "NoSchedule"), Taint("pool", "train", "NoExecute"))
     nodes = [Node(f"gpu-{i:03d}", {"topology.kubernetes.io/zone": f"z{i % 2}", "nvidia.com/gpu.count": "8",
-                                   "ready": "true"}, 8) for i in range(50)]
+                                   "ready": "true"}, 8, used_gpus=2 * (i % 3 == 1), unschedulable=i % 7 == 3,
+                  taints=taints[:i % 3]) for i in range(50)]
     path = tmp_path / "nodes.yaml"
     path.write_text(inventory_yaml(compact_inventory(nodes)))
     taken: list[bool] = []

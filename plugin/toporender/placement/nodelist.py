@@ -27,11 +27,13 @@ from toporender.load.yaml_fast import plain_is_string
 from toporender.load.yaml_source import Document, Loc, load_text
 from toporender.placement.inventory import (
     API_VERSION,
+    EFFECTS,
     KIND,
     MAX_INVENTORY_BYTES,
     MAX_NODE_GPUS,
     Inventory,
     Node,
+    Taint,
     _compact_node,
     _k8s_node,
     _read,
@@ -363,52 +365,67 @@ _SCALAR = r"[A-Za-z0-9][A-Za-z0-9._/-]*"
 _VALUE = rf"{_SCALAR}|'{_SCALAR}'"
 _PAIR = rf"(?:{_VALUE}): (?:{_VALUE})"
 _GPUS = r"0|[1-9][0-9]{0,3}"
+_TAINT = rf"  - key: (?:{_VALUE})\n(?:    value: (?:{_VALUE})\n)?    effect: (?:{_VALUE})\n"
 _OTHER_LINE = r"[^\n]+\n?|\n"
 _PLAIN_ITEMS = {
-    "{": re.compile(rf"- \{{name: ({_VALUE}), gpus: ({_GPUS}), labels: \{{((?:{_PAIR}(?:, {_PAIR})*)?)\}}\}}\n"
+    "{": re.compile(rf"- \{{name: ({_VALUE}), gpus: ({_GPUS})(), labels: \{{((?:{_PAIR}(?:, {_PAIR})*)?)\}}\}}\n()()"
                     rf"|{_OTHER_LINE}"),
-    "n": re.compile(rf"- name: ({_VALUE})\n  gpus: ({_GPUS})\n  labels:(?: \{{\}}\n|\n((?:    {_PAIR}\n)+))"
+    "n": re.compile(rf"- name: ({_VALUE})\n  gpus: ({_GPUS})\n(?:  usedGPUs: ({_GPUS})\n)?"
+                    rf"  labels:(?: \{{\}}\n|\n((?:    {_PAIR}\n)+))(  unschedulable: true\n)?"
+                    rf"(?:  taints:\n((?:{_TAINT})+))?"
                     rf"|{_OTHER_LINE}"),
 }
-"""A compact inventory's items as ``inventory import`` writes them (block style) and as one flow mapping per
-line, each with just a name, GPUs and labels, every string plain or single-quoted of the characters names and
-labels use; any other line matches the last alternative, whose groups are empty."""
+"""A compact inventory's items as ``inventory import`` writes them (block style: name, GPUs, used GPUs, labels,
+cordon, taints) and as one flow mapping per line (name, GPUs, labels), every string plain or single-quoted of
+the characters names and labels use; any other line matches the last alternative, whose groups are empty.
+Groups: name, GPUs, used GPUs, labels, cordon, taints."""
 
 
 def _plain_batch(text: str, collector: _Collector) -> bool:
     """Take every node of a batch of compact items without a YAML parser, when every line is a plain item
-    (:data:`_PLAIN_ITEMS`) that the YAML reader would take as it is (:meth:`_Collector._add_plain`); False,
-    having taken nothing, for anything else, which the YAML reader then reads and reports on.
+    (:data:`_PLAIN_ITEMS`) that the YAML reader would take without a problem; False, having taken nothing, for
+    anything else, which the YAML reader then reads and reports on.
 
     A 1,000,000-GPU inventory has 216,000 such items; parsing them as YAML, checking what the parser read and
     taking each node one by one made :func:`read_inventory` take 2.8 s, and 0.8 s this way. The result is the
     same: the grammar admits only strings the exact loader reads as themselves
-    (:func:`~toporender.load.yaml_fast.plain_is_string`), a whole number of GPUs in range, no name twice
-    and no label key twice, within the same value budget."""
+    (:func:`~toporender.load.yaml_fast.plain_is_string`), whole numbers of GPUs in range with no more used
+    than there are, known taint effects, no name twice and no label key twice, within the same value
+    budget."""
     pattern = _PLAIN_ITEMS.get(text[2:3])
     if pattern is None or collector.errors or not text.endswith("\n") or len(text) > MAX_INVENTORY_BYTES:
         return False
     items = pattern.findall(text)
     values = 2 + 6 * len(items)
-    seen, label_sets = collector.seen, collector.label_sets
+    seen, label_sets, strings = collector.seen, collector.label_sets, collector.strings
+    taint_sets: dict[str, tuple[tuple[Taint, ...], int] | None] = {}
     names: dict[str, None] = {}
     nodes = []
-    for name, gpus, written in items:
+    for name, gpus, used_gpus, written, cordoned, tainted in items:
         labels = label_sets.get(written, _UNREAD)
         if labels is _UNREAD:
-            labels = label_sets[written] = _plain_labels(written, collector.strings)
+            labels = label_sets[written] = _plain_labels(written, strings)
         if labels is None or not name:
             return False
         if name[0] == "'":
             name = name[1:-1]
         elif not plain_is_string(name):
             return False
-        count = int(gpus)
-        if count > MAX_NODE_GPUS or name in seen or name in names:
+        count, used = int(gpus), int(used_gpus or 0)
+        if count > MAX_NODE_GPUS or used > count or name in seen or name in names:
             return False
         names[name] = None
-        values += len(labels)
-        nodes.append(Node(name, labels, count))
+        values += len(labels) + bool(used_gpus) + bool(cordoned)
+        taints: tuple[Taint, ...] = ()
+        if tainted:
+            found = taint_sets.get(tainted, _UNREAD)
+            if found is _UNREAD:
+                found = taint_sets[tainted] = _plain_taints(tainted, strings)
+            if found is None:
+                return False
+            taints, taint_values = found
+            values += taint_values
+        nodes.append(Node(name, labels, count, used, bool(cordoned), taints))
     if values > value_budget(len(text)):
         return False
     seen.update(names)
@@ -419,22 +436,44 @@ def _plain_batch(text: str, collector: _Collector) -> bool:
 _UNREAD: Any = object()
 
 
+def _plain_string(text: str) -> str | None:
+    """A plain or single-quoted string of :data:`_PLAIN_ITEMS` as the exact loader reads it; None when a plain one
+    reads as something else (a number, a boolean, null)."""
+    if text[0] == "'":
+        return text[1:-1]
+    return text if plain_is_string(text) else None
+
+
 def _plain_labels(written: str, strings: dict[str, str]) -> dict[str, str] | None:
     """The labels of a plain item as :data:`_PLAIN_ITEMS` captured them (``k: v, k: v`` or ``    k: v`` lines),
     their strings shared; None when a plain string would not read as itself or a key is written twice."""
     pairs = written.split(", ") if written[:4] != "    " else written[4:-1].split("\n    ")
     share = strings.setdefault
-    labels = {}
+    labels: dict[str, str] = {}
     for pair in pairs if written else ():
-        key, _, value = pair.partition(": ")
-        for text in (key, value):
-            if text[0] != "'" and not plain_is_string(text):
-                return None
-        key, value = key.strip("'"), value.strip("'")
-        if key in labels:
+        written_key, _, written_value = pair.partition(": ")
+        key, value = _plain_string(written_key), _plain_string(written_value)
+        if key is None or value is None or key in labels:
             return None
         labels[share(key, key)] = share(value, value)
     return labels
+
+
+def _plain_taints(written: str, strings: dict[str, str]) -> tuple[tuple[Taint, ...], int] | None:
+    """The taints of a plain item as :data:`_PLAIN_ITEMS` captured them, in the order the YAML reader gives them,
+    and how many values they count; None when a string would not read as itself or an effect is unknown."""
+    share = strings.setdefault
+    taints = []
+    values = 2
+    for item in written.split("  - key: ")[1:]:
+        lines = item[:-1].split("\n")
+        key, effect = _plain_string(lines[0]), _plain_string(lines[-1][len("    effect: "):])
+        value = _plain_string(lines[1][len("    value: "):]) if len(lines) == 3 else ""
+        if key is None or value is None or effect not in EFFECTS:
+            return None
+        taints.append(Taint(share(key, key), share(value, value) if len(lines) == 3 else None, share(effect, effect)))
+        values += len(lines) + 2
+    return tuple(sorted(taints, key=lambda t: (t.key, t.value or "", t.effect))), values
 
 
 def read_compact(stream: IO[str], display: str) -> list[Node] | None:
