@@ -294,7 +294,7 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
     from toporender.build.backends import volcano
     from toporender.expand.naming import normalize
     from toporender.load.repo import Repo, load_repo_config, load_workflow, single_document
-    from toporender.placement.outcomes import demand_from_json
+    from toporender.placement.outcomes import demand_from_json, demand_json
     from toporender.placement.stage import gang_demand, uses_placement
 
     fresh = [f if isinstance(f, str) else f.key for f in loaded]
@@ -340,7 +340,7 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
         objects = [[group_objects, pods] for _, group_objects, pods in built]
         summaries = [{"key": g.key, "name": g.name, "pool": g.pool_name, "loc": list(g.loc),
                        "tasks": [t.spec.name for t in g.tasks], "groups": len(group_objects),
-                       "demand": orjson.dumps(demand).decode()}
+                       "demand": demand_json(demand).decode()}
                       for (g, group_objects, _), demand in zip(built, demands)]
         summary = {
             "name": names[rel],

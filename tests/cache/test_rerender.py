@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -210,12 +211,37 @@ def test_the_plan_memo_key_reads_the_same_from_json_demands(tmp_path: Path) -> N
     sink = pipeline.DiagnosticSink()
     built = pipeline.build_gangs(repo, pipeline._expand(repo, pipeline.RenderOptions(), sink), sink)
     demands = [gang_demand(gang, pods) for gang, _, pods in built]
-    text = ("[" + ",".join(orjson.dumps(d).decode() for d in demands) + "]").encode()
-    assert text == orjson.dumps(demands)
-    assert [outcomes.demand_from_json(orjson.loads(orjson.dumps(d))) for d in demands] == demands
-    before = hashlib.sha256(b"inv")  # the key the memo had before its demands could come as text
-    before.update(orjson.dumps(["nodes.yaml", ["z"], [], demands]))
-    assert outcomes.memo_key(b"inv", "nodes.yaml", ["z"], text, {}) == before.hexdigest()
+    text = ("[" + ",".join(outcomes.demand_json(d).decode() for d in demands) + "]").encode()
+    assert text == outcomes.demands_json(demands)
+    assert [outcomes.demand_from_json(orjson.loads(outcomes.demand_json(d))) for d in demands] == demands
+    whole = hashlib.sha256(b"inv")  # the key of the demands written in one piece
+    whole.update(orjson.dumps(["nodes.yaml", ["z"], [], orjson.loads(text)]))
+    assert outcomes.memo_key(b"inv", "nodes.yaml", ["z"], text, {}) == whole.hexdigest()
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: {"demand": d},
+    lambda d: d[:5],
+    lambda d: [*d[:2], {"required": d[2][0], "preferred": d[2][1]}, *d[3:]],
+    lambda d: [*d[:4], [[*s[:3], [-1]] for s in d[4]], d[5]],
+    lambda d: [*d[:4], [[*s[:3], [len(d[3])]] for s in d[4]], d[5]],
+    lambda d: [*d[:3], [*d[3], d[3][0]], *d[4:]],
+], ids=["not a list", "a field short", "constraint as a mapping", "negative pod index", "pod index past the end",
+        "pods share a name"])
+def test_a_demand_of_another_shape_is_refused(change: Any) -> None:
+    """A stored demand is read back only when it has the shape ``demand_json`` writes (the cache rebuilds it
+    otherwise)."""
+    from toporender.expand.levels import LevelConstraint
+    from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
+
+    pods = (PodDemand("a", 4, (("k", None, "NoSchedule"),)), PodDemand("b", 4, (), ("n1",)))
+    demand = GangDemand("w.yaml#g", "w/g", LevelConstraint("zone"),
+                        (SubgroupDemand("s", None, LevelConstraint("rack", "clique"), pods),), pods,
+                        (("a", "s"), ("b", "s")))
+    data = orjson.loads(outcomes.demand_json(demand))
+    assert outcomes.demand_from_json(data) == demand
+    with pytest.raises((IndexError, KeyError, TypeError, ValueError)):
+        outcomes.demand_from_json(change(data))
 
 
 def test_a_new_demand_packs_the_stored_inventory_without_reading_it(tmp_path: Path, cache_dir: Path,

@@ -70,8 +70,8 @@ def lock_lines(keys: Sequence[str]) -> str:
 
 def memo_key(inventory: bytes, path: str, levels: list[str], demands: bytes, node_selector: Any) -> str:
     """The plan memo's key: the inventory file's bytes, its path, the levels, the node selector and every
-    demand in arrival order. ``demands`` is the orjson text of the list of demands (``GangDemand`` records and
-    their plain JSON form write the same text), so a caller holding demands as JSON need not rebuild them."""
+    demand in arrival order. ``demands`` is the JSON list of the demands as :func:`demand_json` writes them (see
+    :func:`demands_json`), so a caller holding demands as JSON need not rebuild them."""
     import orjson
 
     h = hashlib.sha256(inventory)
@@ -80,29 +80,64 @@ def memo_key(inventory: bytes, path: str, levels: list[str], demands: bytes, nod
     return h.hexdigest()
 
 
+def demand_json(demand: GangDemand) -> bytes:
+    """A demand as compact JSON, fields by position and each subgroup's pods by their index among the gang's:
+    ``[key, display, [required, preferred], [[name, gpus, tolerations, excluded], ...], [[name, parent,
+    [required, preferred], [pod index, ...]], ...], pod_subgroup]``. The render cache keeps every gang's demand
+    this way, and its worker processes send them so; naming every field and writing each pod twice made the
+    text three times longer and writing and reading it a tenth of a 1M-GPU render.
+
+    Raises ValueError for a subgroup pod that is not one of the gang's own (``gang_demand`` shares them), and
+    TypeError for what JSON cannot hold."""
+    import orjson
+
+    index = {id(p): i for i, p in enumerate(demand.pods)}
+    try:
+        subgroups = [[s.name, s.parent, [s.constraint.required, s.constraint.preferred], [index[id(p)] for p in s.pods]]
+                     for s in demand.subgroups]
+    except KeyError:
+        raise ValueError("a subgroup pod that is not one of the gang's") from None
+    c = demand.constraint
+    return orjson.dumps([demand.key, demand.display, [c.required, c.preferred],
+                         [[p.name, p.gpus, p.tolerations, p.excluded] for p in demand.pods], subgroups,
+                         demand.pod_subgroup])
+
+
+def demands_json(demands: Sequence[GangDemand]) -> bytes:
+    """The JSON list of ``demands`` as :func:`demand_json` writes each (what :func:`memo_key` is given)."""
+    return b"[" + b",".join(map(demand_json, demands)) + b"]"
+
+
 def demand_from_json(data: Any) -> GangDemand:
-    """The ``GangDemand`` whose orjson text ``data`` was read from (pods shared between the gang and its leaf
-    subgroups, as :func:`toporender.placement.stage.gang_demand` builds them); raises KeyError, TypeError or
-    ValueError on data of another shape. A repack rebuilds every stored demand, so this stays lean: the render
-    cache writes demands itself and checks that they read back equal before it stores them."""
+    """The ``GangDemand`` whose :func:`demand_json` text ``data`` was read from (pods shared between the gang and
+    its subgroups, as :func:`toporender.placement.stage.gang_demand` builds them); raises IndexError,
+    KeyError, TypeError or ValueError on data of another shape. A repack rebuilds every stored demand, so this
+    stays lean: the render cache writes demands itself and checks that they read back equal before it stores
+    them."""
     from toporender.expand.levels import LevelConstraint
     from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 
-    def constraint(c: dict[str, Any]) -> LevelConstraint:
-        if len(c) != 2:
-            raise ValueError("bad constraint")
-        return LevelConstraint(c["required"], c["preferred"])
+    def constraint(c: list[Any]) -> LevelConstraint:
+        if type(c) is not list:
+            raise TypeError("bad constraint")
+        required, preferred = c
+        return LevelConstraint(required, preferred)
 
-    pods = tuple(PodDemand(p["name"], p["gpus"], tuple(map(tuple, p["tolerations"])), tuple(p["excluded"]))
-                 for p in data["pods"])
-    by_name = {p.name: p for p in pods}
-    if len(by_name) != len(pods):
+    def members_of(members: list[int]) -> tuple[PodDemand, ...]:
+        if members and min(members) < 0:
+            raise ValueError("bad pod index")
+        return tuple(pods[i] for i in members)
+
+    if type(data) is not list:
+        raise TypeError("a demand is a list")
+    key, display, gang_constraint, pod_rows, subgroup_rows, pod_subgroup = data
+    pods = tuple(PodDemand(name, gpus, tuple(map(tuple, tolerations)), tuple(excluded))
+                 for name, gpus, tolerations, excluded in pod_rows)
+    if len({p.name for p in pods}) != len(pods):
         raise ValueError("pods share a name")
-    subgroups = tuple(SubgroupDemand(s["name"], s["parent"], constraint(s["constraint"]),
-                                     tuple(by_name[p["name"]] for p in s["pods"]))
-                      for s in data["subgroups"])
-    return GangDemand(data["key"], data["display"], constraint(data["constraint"]), subgroups, pods,
-                      tuple(map(tuple, data["pod_subgroup"])))
+    subgroups = tuple(SubgroupDemand(name, parent, constraint(c), members_of(members))
+                      for name, parent, c, members in subgroup_rows)
+    return GangDemand(key, display, constraint(gang_constraint), subgroups, pods, tuple(map(tuple, pod_subgroup)))
 
 
 def outcomes_json(outcomes: dict[str, GangOutcome]) -> list[Any]:

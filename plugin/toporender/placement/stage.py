@@ -23,6 +23,7 @@ from toporender.placement.outcomes import (
     GangOutcome,
     annotate_objects,
     arrival_keys,
+    demands_json,
     load_order,
     lock_lines,
     memo_key,
@@ -304,9 +305,7 @@ def _memo_key(repo: Repo, path: str | None, levels: list[str], demands: list[Any
     if Path(path).is_absolute() or ".." in Path(path).parts or not inside(repo.root, target) or \
             not target.is_file():
         return None
-    import orjson
-
-    return memo_key(target.read_bytes(), path, levels, orjson.dumps(demands), node_selector)
+    return memo_key(target.read_bytes(), path, levels, demands_json(demands), node_selector)
 
 
 def _pool_outcomes(repo: Repo, gangs: Sequence[Gang], demands: Mapping[str, Any], *,
