@@ -396,3 +396,25 @@ def test_what_inventory_import_writes_is_read_without_a_yaml_parser(tmp_path: Pa
     assert taken == [True]
     assert list(inventory.nodes) == nodes
     assert inventory.nodes[0].labels is inventory.nodes[2].labels, "nodes with the same labels share them"
+
+
+def test_what_the_plain_reader_remembers_is_bounded_not_a_result(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remembered label sets and strings are dropped past a bound (a hostname label differs on every node);
+    batch after batch, the nodes stay the same."""
+    from toporender.placement.inventory import Node, compact_inventory
+    from toporender.placement.nodelist import read_inventory
+
+    nodes = [Node(f"gpu-{i:03d}", {"kubernetes.io/hostname": f"gpu-{i:03d}", "zone": f"z{i % 3}"}, 8)
+             for i in range(40)]
+    path = tmp_path / "nodes.yaml"
+    path.write_text(inventory_yaml(compact_inventory(nodes)))
+    whole = read_inventory(path, "inventory/nodes.yaml").nodes
+    monkeypatch.setattr(nodelist, "_MAX_REMEMBERED", 2)
+    monkeypatch.setattr(nodelist, "BLOCK_CHARS", 256)
+    monkeypatch.setattr(nodelist, "BATCH_CHARS", 300)
+    taken: list[bool] = []
+    original = nodelist._plain_batch
+    monkeypatch.setattr(nodelist, "_plain_batch", lambda text, c: taken.append(original(text, c)) or taken[-1])
+    assert read_inventory(path, "inventory/nodes.yaml").nodes == whole == tuple(nodes)
+    assert len(taken) > 3 and all(taken)

@@ -94,6 +94,8 @@ class _Collector:
     label_sets: dict[str, dict[str, str] | None] = field(default_factory=dict)
     """The labels written out in a plain batch (:func:`_plain_batch`) -> their mapping (None: not plain); nodes
     with the same labels share one mapping."""
+    scalars: dict[str, str | None] = field(default_factory=dict)
+    """A string as a plain batch writes it -> the string it reads as, shared (None: not a string)."""
 
     def result(self) -> list[Node]:
         """The nodes, or every problem found (and that it stopped looking, past :data:`MAX_ERRORS`)."""
@@ -398,13 +400,16 @@ def _plain_batch(text: str, collector: _Collector) -> bool:
     items = pattern.findall(text)
     values = 2 + 6 * len(items)
     seen, label_sets, strings = collector.seen, collector.label_sets, collector.strings
+    for cache in (label_sets, collector.scalars):
+        if len(cache) > _MAX_REMEMBERED:  # labels that differ on every node (a hostname) are not worth keeping
+            cache.clear()
     taint_sets: dict[str, tuple[tuple[Taint, ...], int] | None] = {}
     names: dict[str, None] = {}
     nodes = []
     for name, gpus, used_gpus, written, cordoned, tainted in items:
         labels = label_sets.get(written, _UNREAD)
         if labels is _UNREAD:
-            labels = label_sets[written] = _plain_labels(written, strings)
+            labels = label_sets[written] = _plain_labels(written, collector.scalars, strings)
         if labels is None or not name:
             return False
         if name[0] == "'":
@@ -420,7 +425,7 @@ def _plain_batch(text: str, collector: _Collector) -> bool:
         if tainted:
             found = taint_sets.get(tainted, _UNREAD)
             if found is _UNREAD:
-                found = taint_sets[tainted] = _plain_taints(tainted, strings)
+                found = taint_sets[tainted] = _plain_taints(tainted, collector.scalars, strings)
             if found is None:
                 return False
             taints, taint_values = found
@@ -434,44 +439,52 @@ def _plain_batch(text: str, collector: _Collector) -> bool:
 
 
 _UNREAD: Any = object()
+_MAX_REMEMBERED = 65_536
+"""Label sets and strings a reading remembers at most (then it starts again): a bound on memory, not a result."""
 
 
-def _plain_string(text: str) -> str | None:
-    """A plain or single-quoted string of :data:`_PLAIN_ITEMS` as the exact loader reads it; None when a plain one
-    reads as something else (a number, a boolean, null)."""
-    if text[0] == "'":
-        return text[1:-1]
-    return text if plain_is_string(text) else None
+def _plain_string(written: str, scalars: dict[str, str | None], strings: dict[str, str]) -> str | None:
+    """A plain or single-quoted string of :data:`_PLAIN_ITEMS` as the exact loader reads it, shared; None when a
+    plain one reads as something else (a number, a boolean, null). Remembered in ``scalars``."""
+    text = written[1:-1] if written[0] == "'" else written if plain_is_string(written) else None
+    got = scalars[written] = None if text is None else strings.setdefault(text, text)
+    return got
 
 
-def _plain_labels(written: str, strings: dict[str, str]) -> dict[str, str] | None:
+def _plain_labels(written: str, scalars: dict[str, str | None], strings: dict[str, str]) -> dict[str, str] | None:
     """The labels of a plain item as :data:`_PLAIN_ITEMS` captured them (``k: v, k: v`` or ``    k: v`` lines),
     their strings shared; None when a plain string would not read as itself or a key is written twice."""
     pairs = written.split(", ") if written[:4] != "    " else written[4:-1].split("\n    ")
-    share = strings.setdefault
+    known = scalars.get
     labels: dict[str, str] = {}
     for pair in pairs if written else ():
         written_key, _, written_value = pair.partition(": ")
-        key, value = _plain_string(written_key), _plain_string(written_value)
+        key = known(written_key, _UNREAD)
+        if key is _UNREAD:
+            key = _plain_string(written_key, scalars, strings)
+        value = known(written_value, _UNREAD)
+        if value is _UNREAD:
+            value = _plain_string(written_value, scalars, strings)
         if key is None or value is None or key in labels:
             return None
-        labels[share(key, key)] = share(value, value)
+        labels[key] = value
     return labels
 
 
-def _plain_taints(written: str, strings: dict[str, str]) -> tuple[tuple[Taint, ...], int] | None:
+def _plain_taints(written: str, scalars: dict[str, str | None], strings: dict[str, str]
+                  ) -> tuple[tuple[Taint, ...], int] | None:
     """The taints of a plain item as :data:`_PLAIN_ITEMS` captured them, in the order the YAML reader gives them,
     and how many values they count; None when a string would not read as itself or an effect is unknown."""
-    share = strings.setdefault
     taints = []
     values = 2
     for item in written.split("  - key: ")[1:]:
         lines = item[:-1].split("\n")
-        key, effect = _plain_string(lines[0]), _plain_string(lines[-1][len("    effect: "):])
-        value = _plain_string(lines[1][len("    value: "):]) if len(lines) == 3 else ""
+        key = _plain_string(lines[0], scalars, strings)
+        effect = _plain_string(lines[-1][len("    effect: "):], scalars, strings)
+        value = _plain_string(lines[1][len("    value: "):], scalars, strings) if len(lines) == 3 else ""
         if key is None or value is None or effect not in EFFECTS:
             return None
-        taints.append(Taint(share(key, key), share(value, value) if len(lines) == 3 else None, share(effect, effect)))
+        taints.append(Taint(key, value if len(lines) == 3 else None, effect))
         values += len(lines) + 2
     return tuple(sorted(taints, key=lambda t: (t.key, t.value or "", t.effect))), values
 
