@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from generate import write  # noqa: E402
-from timing import Figure, precompile, row, run_child, verdict  # noqa: E402
+from timing import Child, Figure, precompile, row, run_child, verdict  # noqa: E402
 
 TARGET_S = 30.0
 TARGET_MIB = 1024
@@ -43,6 +43,16 @@ def toporender() -> list[str]:
     return [script] if script else [sys.executable, "-m", "toporender"]
 
 
+def alternating(ours: list[str], baseline: list[str], runs: int) -> tuple[list[Child], list[Child]]:
+    """``runs`` runs of each command in turn, after one unmeasured run of ours."""
+    run_child(ours)
+    mine, base = [], []
+    for _ in range(runs):
+        mine.append(run_child(ours))
+        base.append(run_child(baseline))
+    return mine, base
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -58,11 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             count, size = write(dump, nodes, lean, 150.0)
             ours = [*toporender(), "inventory", "import", str(dump), "-o", str(work / "inventory.yaml")]
             whole = [sys.executable, "-c", READ_WHOLE[dump.suffix], str(dump)]
-            run_child(ours)
-            mine, base = [], []
-            for _ in range(args.runs):
-                mine.append(run_child(ours))
-                base.append(run_child(whole))
+            mine, base = alternating(ours, whole, args.runs)
             wall, rss = Figure([c.wall for c in mine], "s"), Figure([c.rss_mib for c in mine], "MiB")
             base_wall, base_rss = Figure([c.wall for c in base], "s"), Figure([c.rss_mib for c in base], "MiB")
             ok = verdict(wall.median, TARGET_S) == "pass" and verdict(rss.median, TARGET_MIB) == "pass"
@@ -75,11 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         # the last import wrote the 216,000 lean nodes: the inventory a 1.7M-GPU repo commits
         plain, parsed = ([sys.executable, "-c", READ_COMPACT, str(work / "inventory.yaml"), how]
                          for how in ("plain", "yaml"))
-        run_child(plain)
-        mine, base = [], []
-        for _ in range(args.runs):
-            mine.append(run_child(plain))
-            base.append(run_child(parsed))
+        mine, base = alternating(plain, parsed, args.runs)
         wall, base_wall = Figure([c.wall for c in mine], "s"), Figure([c.wall for c in base], "s")
         print(row("reading that imported 216,000-node inventory, as plan and render do (reference)",
                   f"{wall.text()}, {Figure([c.rss_mib for c in mine], 'MiB').median:.0f} MiB",

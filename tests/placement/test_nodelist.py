@@ -236,22 +236,8 @@ def test_compact_inventory_problems_keep_their_positions(batched: None, tmp_path
 def test_plain_compact_entries_read_as_the_general_reader_reads_them(batched: None, tmp_path: Path,
                                                                      extra: str) -> None:
     """Plain entries skip the general conversion; what they give, or what is wrong with them, is the same."""
-    from toporender.placement.inventory import inventory_from_documents, read_inventory_file
-    from toporender.placement.nodelist import read_inventory
-
-    path = tmp_path / "nodes.yaml"
-    path.write_text(COMPACT + extra)
-
-    def outcome(read: Any) -> Any:
-        try:
-            return read().nodes
-        except UserError as err:
-            return [str(d) for d in err.diagnostics]
-
-    streamed = outcome(lambda: read_inventory(path, "inventory/nodes.yaml"))
-    whole = outcome(lambda: inventory_from_documents(read_inventory_file(path, "inventory/nodes.yaml"),
-                                                     "inventory/nodes.yaml"))
-    assert streamed == whole
+    plain, parsed, whole = _outcomes(tmp_path, COMPACT + extra)
+    assert plain == parsed == whole
 
 
 HEADER = "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
