@@ -243,7 +243,7 @@ def test_plain_compact_entries_read_as_the_general_reader_reads_them(batched: No
 HEADER = "apiVersion: toporender.dev/v1alpha1\nkind: NodeInventory\nnodes:\n"
 SCALARS = ["a", "gb200-n1", "node-7", "yes", "no", "on", "Off", "true", "null", "Null", "~", "123", "0777", "0o17",
            "1e3", "1.5", ".5", "-1", "+1", "0x1F", "2026-01-01", "1_000", "'yes'", "'123'", "'a'", "zone.a/b",
-           "a b", "a:b", "a#b", "'a'b'", "ñ"]
+           "a b", "a:b", "a#b", "'a'b'", "ñ", "a_b", "'_a'", "1_0"]
 
 
 def _flow(name: str, gpus: str, labels: list[tuple[str, str]]) -> str:

@@ -363,7 +363,7 @@ def _yaml_batch(text: str, first_line: int, indent: int, collector: _Collector) 
         collector.add(doc, (i,), raw)
 
 
-_SCALAR = r"[A-Za-z0-9][A-Za-z0-9._/-]*"
+_SCALAR = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
 _VALUE = rf"{_SCALAR}|'{_SCALAR}'"
 _PAIR = rf"(?:{_VALUE}): (?:{_VALUE})"
 _GPUS = r"0|[1-9][0-9]{0,3}"
