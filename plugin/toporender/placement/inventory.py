@@ -161,7 +161,13 @@ def _taints(doc: Document, loc: Loc, value: Any, diags: list[Diagnostic]) -> tup
             continue
         v = t.get("value")
         out.append(Taint(t["key"], None if v is None else str(v), effect))
-    return tuple(sorted(out, key=lambda t: (t.key, t.value or "", t.effect)))
+    return sorted_taints(out)
+
+
+def sorted_taints(taints: Iterable[Taint]) -> tuple[Taint, ...]:
+    """A node's taints in the one order every reader gives them (by key, value, effect), so that equal nodes
+    compare equal however their taints were written."""
+    return tuple(sorted(taints, key=lambda t: (t.key, t.value or "", t.effect)))
 
 
 _COMPACT_FIELDS = frozenset(("name", "gpus", "usedGPUs", "labels", "unschedulable", "taints"))

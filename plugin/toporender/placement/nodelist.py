@@ -42,6 +42,7 @@ from toporender.placement.inventory import (
     nodes_from_documents,
     plain_fields,
     read_inventory_file,
+    sorted_taints,
     value_budget,
 )
 
@@ -481,12 +482,13 @@ def _plain_taints(written: str, scalars: dict[str, str | None], strings: dict[st
         lines = item[:-1].split("\n")
         key = _plain_string(lines[0], scalars, strings)
         effect = _plain_string(lines[-1][len("    effect: "):], scalars, strings)
-        value = _plain_string(lines[1][len("    value: "):], scalars, strings) if len(lines) == 3 else ""
-        if key is None or value is None or effect not in EFFECTS:
+        valued = len(lines) == 3
+        value = _plain_string(lines[1][len("    value: "):], scalars, strings) if valued else None
+        if key is None or (valued and value is None) or effect not in EFFECTS:
             return None
-        taints.append(Taint(key, value if len(lines) == 3 else None, effect))
+        taints.append(Taint(key, value, effect))
         values += len(lines) + 2
-    return tuple(sorted(taints, key=lambda t: (t.key, t.value or "", t.effect))), values
+    return sorted_taints(taints), values
 
 
 def read_compact(stream: IO[str], display: str) -> list[Node] | None:
