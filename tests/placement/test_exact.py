@@ -1,28 +1,32 @@
-"""The exact re-packing of small neighbourhoods: what it admits, and that its pruning never cuts an answer."""
+"""The exact re-packing of small neighbourhoods: it agrees with an exact solver, keeps every constraint, and
+admits what the bounded repair cannot."""
 
 from __future__ import annotations
 
 import pytest
 
-from toporender.placement import exact
+from toporender.expand.levels import LevelConstraint
+from toporender.placement.compiled import CompiledGang
+from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.exact import ExactRepack
+from toporender.placement.inventory import Inventory, Node
 from toporender.placement.packer import Packer, pack
 from toporender.placement.tree import ROOT, Tree
 
-# Mixed-family instances (tuning seed 2039, development seeds 3049-3097) where a gang is admitted only by
-# re-packing a whole zone or pool exactly. Every row is the arrival-order optimum except 3054 (optimum 374).
-# Before the change the exact search ran out of steps on the last gang of each:
+# Mixed-family instances where a gang is admitted only by re-packing a whole zone or pool exactly. Every row
+# is the arrival-order optimum except 3054 (optimum 374).
 CASES = [
     # (seed, GPUs placed, what admits the gang)
-    (2039, 247, "moved gangs try their old domains first: the optimum fills every free GPU (was 241)"),
-    (3054, 362, "the same: a 4-GPU pod of a zone of 17 gangs (was 353; 361 before holes were avoided)"),
-    (3097, 247, "restarts in other fixed orders once the first search runs out of steps (was 239)"),
-    (3049, 223, "the bound on holes too small for the groups left keeps the searches within their steps"),
+    (2039, 247, "moved gangs try their old domains first: the optimum fills every free GPU"),
+    (3049, 223, "the groups left must fit the units left, size by size, or the unit is not closed"),
+    (3054, 365, "filling rack by rack admits g00015 (10 GPUs in one clique) among 16 gangs (was 362)"),
+    (3067, 299, "a zone with 1 GPU to spare: only multiples of the pods that may go on a node count (was 292)"),
+    (3097, 247, "the filling of a unit that failed is not tried again with the same groups left"),
 ]
 
 
 @pytest.mark.parametrize(("seed", "gpus", "why"), CASES, ids=[str(c[0]) for c in CASES])
-def test_exact_search_admits_what_ran_out_of_steps(seed: int, gpus: int, why: str) -> None:
+def test_exact_search_admits_what_the_repair_cannot(seed: int, gpus: int, why: str) -> None:
     from instances import FAMILY_LEVELS, check_plan, family_instance
 
     inst = family_instance(seed)
@@ -31,73 +35,110 @@ def test_exact_search_admits_what_ran_out_of_steps(seed: int, gpus: int, why: st
     assert plan.placed_gpus == gpus, why
 
 
+# (seed, gangs in arrival order): the gangs the arrival-order optimum accepted before the last one, and the
+# last, on the instance's pool as generated. Each asks at least 80% of the pool's free GPUs; the first five
+# cannot be placed together although their GPUs fit, the others can.
 NEIGHBOURHOODS = [
-    # (seed, k, steps): the first k gangs of a mixed-family instance re-packed on its empty pool, at most
-    # ``steps`` steps; each is within a few GPUs of the pool's free ones, where holes decide
-    (2015, 9, 3_000), (2015, 11, 3_000), (2017, 7, 3_000), (2024, 10, 3_000), (2001, 6, 3_000), (2030, 8, 3_000),
+    (2019, (0, 1, 2, 3, 4, 6)),
+    (2021, (0, 1, 2, 3, 4)),
+    (2030, (0, 1, 2, 3, 4)),
+    (2036, (0, 1, 2, 3, 4, 5)),
+    (2038, (0, 1, 2, 3, 4, 5)),
+    (2039, (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15)),
+    (2038, (0, 1, 2, 3, 4, 6, 7)),
+    (2037, (0, 1, 2, 3, 4, 5, 6, 7, 8, 10)),
+    (2037, (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11)),
+    (2034, (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12)),
 ]
 
 
-@pytest.mark.parametrize(("seed", "k", "steps"), NEIGHBOURHOODS)
-def test_hole_bound_cuts_no_answer(seed: int, k: int, steps: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bound only removes subtrees without an answer and keeps the order, so the search finds the same
-    arrangement (or proves there is none) within at most as many steps as without it."""
-    from instances import FAMILY_LEVELS, family_instance
+@pytest.mark.parametrize(("seed", "picked"), NEIGHBOURHOODS, ids=[f"{s}-{p[-1]}" for s, p in NEIGHBOURHOODS])
+def test_agrees_with_the_exact_solver(seed: int, picked: tuple[int, ...]) -> None:
+    """The search ends within its steps, finds an arrangement exactly when HiGHS finds one, and the arrangement
+    keeps node capacities and every group's required domain."""
+    from instances import FAMILY_LEVELS, family_instance, mip_feasible
 
     inst = family_instance(seed)
     tree = Tree(inst.inventory, FAMILY_LEVELS, {})
-    gangs = Packer(tree, inst.gangs).gangs[:k]
+    compiled = Packer(tree, inst.gangs).gangs
+    gangs = [compiled[i] for i in picked]
     assert ExactRepack.applies(tree, ROOT, gangs)
-
-    def solve() -> tuple[dict[int, dict[int, int]] | None, int, bool]:
-        search = ExactRepack(tree, ROOT, gangs, steps)
-        found = search.solve()
-        return found, search.steps, search.steps > search.budget
-
-    found, spent, out = solve()
-    monkeypatch.setattr(exact.ExactRepack, "_no_waste", lambda self, order, start: True)
-    found_without, spent_without, out_without = solve()
-    assert spent <= spent_without
-    if not out_without:
-        assert found == found_without
-    elif not out:
-        assert found is not None, "an answer the search without the bound could not reach in its steps"
-
-
-def test_hole_bound_saves_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 2017's first 7 gangs ask 200 of the pool's 210 free GPUs: with the bound the search finds an
-    arrangement in under 2,000 steps; without it, 3,000 steps are not enough."""
-    from instances import FAMILY_LEVELS, family_instance
-
-    inst = family_instance(2017)
-    tree = Tree(inst.inventory, FAMILY_LEVELS, {})
-    gangs = Packer(tree, inst.gangs).gangs[:7]
-    search = ExactRepack(tree, ROOT, gangs, 3_000)
-    assert search.solve() is not None and search.steps < 2_000
-    monkeypatch.setattr(exact.ExactRepack, "_no_waste", lambda self, order, start: True)
-    search = ExactRepack(tree, ROOT, gangs, 3_000)
-    assert search.solve() is None and search.steps > search.budget
+    search = ExactRepack(tree, ROOT, gangs, 300_000)
+    found = search.solve()
+    assert search.steps <= search.budget, "ran out of steps: no verdict"
+    feasible = mip_feasible(inst.inventory, FAMILY_LEVELS, [inst.gangs[i] for i in picked])
+    assert feasible is not None
+    assert (found is not None) == feasible
+    if found is None:
+        return
+    used: dict[int, int] = {}
+    for x in gangs:
+        pods = found[x.idx]
+        assert sorted(pods) == list(range(len(x.pod_gpus)))
+        for p, n in pods.items():
+            assert tree.node_clean[n]
+            used[n] = used.get(n, 0) + x.pod_gpus[p]
+        for gi, g in enumerate(x.groups):
+            below = [pods[p] for sub in _subtree(x, gi) for p in x.groups[sub].pods]
+            if g.req >= 0 and below:
+                assert len({tree.node_path[n][-g.req - 2] for n in below}) == 1, (x.idx, g.name)
+    assert all(used[n] <= tree.node_free[n] for n in used)
 
 
-def test_hole_bound_prunes() -> None:
-    """Two racks with 3 and 1 free GPUs left and two rack-bound groups of 2 GPUs to place: 4 GPUs free for 4
-    asked, but the rack with 1 free GPU holds neither group."""
-    from toporender.expand.levels import LevelConstraint
-    from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
-    from toporender.placement.inventory import Inventory, Node
+def _subtree(x: CompiledGang, gi: int) -> list[int]:
+    out = [gi]
+    for c in x.groups[gi].children:
+        out += _subtree(x, c)
+    return out
 
-    nodes = [Node(f"r{r}-n{n}", {"zone": "z", "rack": f"r{r}"}, 4, used, False)
-             for r, used in ((0, 1), (1, 3)) for n in range(1)]
-    tree = Tree(Inventory.of(nodes), ("zone", "rack"), {})
 
-    def two_by_two(key: str) -> GangDemand:
-        pods = tuple(PodDemand(f"s{i}-0", 2) for i in range(2))
-        subs = tuple(SubgroupDemand(f"s{i}", None, LevelConstraint("rack"), (pods[i],)) for i in range(2))
-        return GangDemand(key, key, LevelConstraint("zone"), subs, pods, tuple((p.name, f"s{i}")
-                                                                            for i, p in enumerate(pods)))
+def _gang(key: str, groups: list[tuple[str, list[int]]]) -> GangDemand:
+    """A zone-bound gang with one subgroup per ``(level, pod GPUs)``."""
+    pods = tuple(PodDemand(f"s{i}-{j}", g) for i, (_, gpus) in enumerate(groups) for j, g in enumerate(gpus))
+    subs = tuple(SubgroupDemand(f"s{i}", None, LevelConstraint(level),
+                                tuple(p for p in pods if p.name.startswith(f"s{i}-")))
+                 for i, (level, _) in enumerate(groups))
+    return GangDemand(key, key, LevelConstraint("zone"), subs, pods,
+                      tuple((p.name, p.name.split("-")[0]) for p in pods))
 
-    gangs = Packer(tree, [two_by_two("g")]).gangs
-    search = ExactRepack(tree, ROOT, gangs, 100)
-    order = sorted(search.leaves)
-    assert not search._no_waste(order, 0)
-    assert search.solve() is None
+
+def _rack(cliques: list[list[int]]) -> Tree:
+    """One rack of 8-GPU nodes in cliques, with these free GPUs per node."""
+    nodes = [Node(f"c{c}-n{i}", {"zone": "z", "rack": "r", "clique": f"c{c}"}, 8, 8 - f, False)
+             for c, frees in enumerate(cliques) for i, f in enumerate(frees)]
+    return Tree(Inventory.of(nodes), ("zone", "rack", "clique"), {})
+
+
+@pytest.mark.parametrize(("frees", "pod_gpus", "fits"), [
+    ([6, 2], [4, 4], False),      # 8 GPUs free for 8, but a 4-GPU pod can use only 4 of the 6 and none of the 2
+    ([6, 2], [2, 2, 2, 2], True),
+    ([6, 2], [4, 2, 2], True),
+    ([8, 4, 4], [8, 8], False),   # 16 free, one node takes an 8-GPU pod
+    ([7, 1], [4, 2, 1, 1], True),
+])
+def test_whole_pods_decide(frees: list[int], pod_gpus: list[int], fits: bool) -> None:
+    """Free GPUs in pieces smaller than the pods are refused before any node is tried."""
+    tree = _rack([frees])
+    gangs = Packer(tree, [_gang("g", [("rack", pod_gpus)])]).gangs
+    search = ExactRepack(tree, ROOT, gangs, 1_000)
+    found = search.solve()
+    assert (found is not None) == fits
+    if not fits:
+        assert search.steps <= 2, "refused before the node search"
+
+
+def test_only_usable_gpus_count() -> None:
+    """Clique a has one node with 4 free GPUs, clique b nodes with 2 and 6. A rack-bound group of two 4-GPU
+    pods and a clique-bound group of four 1-GPU pods ask all 12. With the small pods in a, no node of b can
+    take more than one 4-GPU pod (the 2 free GPUs and 2 of the 6 are of no use to it): refused without trying
+    a node. In b they fit."""
+    tree = _rack([[4], [2, 6]])
+    gangs = Packer(tree, [_gang("g", [("rack", [4, 4]), ("clique", [1, 1, 1, 1])])]).gangs
+    search = ExactRepack(tree, ROOT, gangs, 1_000)
+    rack = tree.dom_parent[tree.node_path[0][0]]
+    a, b = tree.dom_children[rack]
+    leaves = sorted(search.leaves, key=lambda k: len(gangs[0].groups[k[1]].pods))
+    assert search._unit_fit(rack, [(leaves[0], rack), (leaves[1], a)]) is None
+    assert search.steps == 0
+    assert search._unit_fit(rack, [(leaves[0], rack), (leaves[1], b)]) is not None
+    assert search.solve() is not None

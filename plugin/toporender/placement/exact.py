@@ -2,29 +2,31 @@
 
 The bounded repair search is greedy where it puts pods onto nodes, so on small, tight pools it can miss an
 arrangement that exists (a rack-bound subgroup spread over the cliques a later clique-bound one needed). When
-the region is small, this search decides it exactly, up to a fixed step budget:
+the region is small, this search decides it exactly, up to a fixed step budget. It works like bin completion
+for bin packing: it fills one *unit* (a domain of the coarsest level any leaf group is bound to; units share no
+node) at a time instead of placing one group at a time:
 
-* an outer depth-first search gives each leaf group a domain of its required level, largest groups first and
-  best fit first; the domains of its ancestor groups follow from the first leaf placed;
-* the pods of the groups that land in one *unit* (a domain of the coarsest level any leaf group is bound to)
-  are fitted onto the unit's nodes by an inner depth-first search over pods, largest first, that remembers the
-  states it has proven infeasible. Units share no node, so a unit's answer depends only on the groups in it
-  and is remembered too;
-* symmetric choices are tried once: sibling domains that are still empty and have the same shape (the same
-  free GPUs per node in the same sub-domains), nodes of one finest domain with the same free GPUs, and pods of
-  one group (taken in node order);
-* a moved gang tries the domains it was in first (the region held an arrangement of every moved gang a moment
-  ago, so the answer is usually close to it), and after each choice the groups still to place must fit, level
-  by level, the free GPUs of the domains with room for the smallest of them;
-* ``shuffle`` > 0 gives a restart: domains in a fixed pseudo-random order (from their paths), fewest domains
-  still first, for when the first order leads the search into a large subtree without an answer.
+* units are taken in order of free GPUs, fewest first; for each, a depth-first search chooses the leaf groups it
+  holds, largest first, each of a finer level in one of the unit's domains of that level (best fit first);
+* the GPUs a unit leaves free are lost to the groups still to place, so each unit may leave at most the slack
+  (free GPUs minus GPUs asked) not yet lost, and the groups left must fit, size by size, the whole pods the
+  units after it can take;
+* the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
+  first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
+  nodes can take at all (whole multiples of the smallest pod that may go there);
+* interchangeable choices are tried once: leaf groups of the same shape (taking the first k of them), sibling
+  domains that are still empty and have the same free GPUs per node, nodes of one finest domain with the same
+  free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried again.
 
-Steps (candidate domains and node choices tried) are counted, never seconds, so the outcome is the same on
-every machine; a search that runs out of steps simply reports no arrangement.
+When the gangs' common required level is finer than the region, whole gangs are first given domains of that
+level (their old domain first) and each domain is searched on its own. Steps (choices tried) are counted,
+never seconds, so the outcome is the same on every machine; a search that runs out of steps reports no
+arrangement, and one that ends within its steps without an arrangement has proven that there is none.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from toporender.placement.compiled import CompiledGang
@@ -49,11 +51,11 @@ class ExactRepack:
     """One exact search over ``gangs`` inside ``region``, on the tree's current free GPUs."""
 
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
-                 preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None, shuffle: int = 0):
+                 preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None):
         self.tree = tree
-        self.shuffle = shuffle
         self.before = before or {}
-        """Where the moved gangs were (``gang -> pod -> node``): each choice tries their old domain first."""
+        """Where the moved gangs were (``gang -> pod -> node``): a gang given a whole domain tries its old one
+        first."""
         # required level of every group; with ``preferred`` a gang's preferred level counts as required, so
         # the search keeps each gang inside one domain of it (one block, say) when it can
         self.req: dict[LeafKey, int] = {}
@@ -79,12 +81,9 @@ class ExactRepack:
         self.load: dict[int, int] = {}
         self.fixed: dict[LeafKey, int] = {}
         self.members: dict[int, list[tuple[LeafKey, int]]] = {}
-        self.near: dict[int, dict[int, int]] = {}
-        """Per gang, how many of its placed leaf groups lie in each domain."""
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
         self.shape_memo: dict[int, tuple[object, ...]] = {}
         self.caps_memo: dict[int, dict[int, int]] = {}
-        self.doms_memo: dict[tuple[int, int], list[int]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
         # per leaf group, per size of ``sizes``: GPUs of its pods of at least that size
@@ -92,8 +91,6 @@ class ExactRepack:
         for gang, gi in self.leaves:
             gpus = [self.gangs[gang].pod_gpus[p] for p in self.gangs[gang].groups[gi].pods]
             self.ge[(gang, gi)] = [sum(g for g in gpus if g >= s) for s in self.sizes]
-        self.load_ge: dict[int, list[int]] = {}
-        """Per domain, per size of ``sizes``: GPUs of pods of at least that size placed in it."""
 
     @staticmethod
     def applies(tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> bool:
@@ -105,7 +102,7 @@ class ExactRepack:
         nodes = sum(1 for n in tree.nodes_below(region) if tree.node_clean[n])
         return nodes <= EXACT_MAX_NODES
 
-    # ---- the outer search: a domain for every leaf group ----------------------------------------------------
+    # ---- the outer search: leaf groups unit by unit ----------------------------------------------------------
     def solve(self) -> dict[int, dict[int, int]] | None:
         """``gang -> pod -> node`` for every gang, or None (no arrangement, or out of steps)."""
         gangs = list(self.gangs.values())
@@ -166,11 +163,8 @@ class ExactRepack:
             x = order[i]
             seen: set[tuple[object, ...]] = set()
             cands = [d for d in doms if self._room(d, [*members[d], x])]
-            was = self._was(x.idx, None, split)
-            if self.shuffle:
-                cands.sort(key=lambda d: self._mix(d))
-            else:
-                cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
+            was = self._was(x.idx, split)
+            cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
             for d in cands:
                 if not members[d]:
                     sig = (tree.dom_parent[d], self._shape(d))
@@ -220,16 +214,14 @@ class ExactRepack:
         unit_level = min(level.values(), default=self.rlvl)
         prev_unit = self.unit_level
         self.unit_level = unit_level
-        gs = self.gangs
-        order = sorted(keys, key=lambda k: (-gs[k[0]].groups[k[1]].need, -gs[k[0]].groups[k[1]].sizes[0][0], k))
-        state = self.load, self.fixed, self.members, self.near, self.load_ge
-        self.load, self.fixed, self.members, self.near, self.load_ge = {}, {}, {}, {}, {}
+        state = self.load, self.fixed, self.members
+        self.load, self.fixed, self.members = {}, {}, {}
         try:
-            if not self._assign(order, 0):
+            if not self._fill_units(keys):
                 return None
             return [(unit, tuple(sorted(m))) for unit, m in sorted(self.members.items()) if m]
         finally:
-            self.load, self.fixed, self.members, self.near, self.load_ge = state
+            self.load, self.fixed, self.members = state
             self.region, self.rlvl = saved
             self.unit_level = prev_unit
 
@@ -261,27 +253,130 @@ class ExactRepack:
     def _free(self, d: int) -> int:
         return self.tree.dom_free[d] - self.load.get(d, 0)
 
-    def _candidates(self, key: LeafKey) -> list[int]:
+    def _fill_units(self, leaves: list[LeafKey]) -> bool:
+        """Give every leaf group a domain, one unit at a time (see the module docstring); on success the units'
+        members are in ``members``."""
         tree = self.tree
-        g = self.gangs[key[0]].groups[key[1]]
-        w = self._within(key)
-        lvl = self.level[key]
-        if lvl <= tree.dom_level[w]:
-            return [w] if self._free(w) >= g.need else []
-        doms = [tree.dom_of(k) for k in tree.index.get((w, lvl), [])]
-        rank = tree.rank
-        near = self.near.get(key[0], {})
-        anc = tree.dom_anc
-        # fewest domains first (the deepest domain shared with the gang's groups placed so far), then the domain
-        # the group was in before the search, then best fit; a restart keeps the first and shuffles the rest
-        was = self._was(key[0], key[1], lvl)
-        if self.shuffle:
-            fits = sorted((d for d in doms if self._free(d) >= g.need),
-                          key=lambda d: (-max((len(anc[a]) for a in anc[d] if near.get(a)), default=0), self._mix(d)))
+        gs = self.gangs
+        if self.unit_level > self.rlvl:
+            units = [tree.dom_of(k) for k in tree.index.get((self.region, self.unit_level), [])]
         else:
-            fits = sorted((d for d in doms if self._free(d) >= g.need),
-                          key=lambda d: (-max((len(anc[a]) for a in anc[d] if near.get(a)), default=0), d != was,
-                                         self._free(d) - g.need, rank[d]))
+            units = [self.region]
+        units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]))
+        need = {k: gs[k[0]].groups[k[1]].need for k in leaves}
+        slack = sum(self._free(u) for u in units) - sum(need.values())
+        if slack < 0:
+            return False
+        shape = {k: self._leaf_shape(k) for k in leaves}
+        order = tuple(sorted(leaves, key=lambda k: (shape[k], k)))
+        failed: set[tuple[object, ...]] = set()
+        chosen: list[tuple[int, list[tuple[LeafKey, int]]]] = []
+
+        def fill(ui: int, left: tuple[LeafKey, ...], spare: int) -> bool:
+            """Fill unit ``ui`` with some of the groups ``left``, then the units after it with the rest; ``spare``
+            is the slack not lost yet."""
+            if not left:
+                return True
+            if ui == len(units):
+                return False
+            gangs_left = {k[0] for k in left}
+            memo = (ui, left, tuple(sorted((k, d) for k, d in self.fixed.items() if k[0] in gangs_left)))
+            if memo in failed or not self._may_fit(units[ui:], left):
+                failed.add(memo)
+                return False
+            u = units[ui]
+            free = self._free(u)
+            later = units[ui + 1:]
+            cands = [k for k in left if self._allowed(k, u)]
+            rest = [0] * (len(cands) + 1)
+            for j in range(len(cands) - 1, -1, -1):
+                rest[j] = rest[j + 1] + need[cands[j]]
+            members: list[tuple[LeafKey, int]] = []
+
+            def choose(j: int, used: int) -> bool:
+                """Add groups from ``cands[j:]`` to the unit; a group left out goes to a later unit."""
+                while True:
+                    self._step()
+                    if free - used - rest[j] > spare:
+                        return False  # the unit would leave more GPUs unused than the slack allows
+                    if j == len(cands):
+                        return close(used)
+                    k = cands[j]
+                    n = need[k]
+                    if used + n <= free:
+                        for d in self._domains_in(k, u):
+                            fixes = self._put(k, d)
+                            members.append((k, d))
+                            ok = choose(j + 1, used + n)
+                            members.pop()
+                            self._unput(k, d, fixes)
+                            if ok:
+                                return True
+                    if not any(self._free(v) >= n and self._allowed(k, v) for v in later):
+                        return False
+                    # leave out k and every group of its shape after it: taking the first few is enough
+                    j += 1
+                    while j < len(cands) and shape[cands[j]] == shape[k] and shape[k][-1] is None:
+                        j += 1
+
+            def close(used: int) -> bool:
+                if self._unit_fit(u, members) is None:
+                    return False
+                taken = {k for k, _ in members}
+                chosen.append((u, list(members)))
+                if fill(ui + 1, tuple(k for k in left if k not in taken), spare - (free - used)):
+                    return True
+                chosen.pop()
+                return False
+
+            if choose(0, 0):
+                return True
+            failed.add(memo)
+            return False
+
+        if not fill(0, order, slack):
+            return False
+        for u, m in chosen:
+            self.members[u] = m
+        return True
+
+    def _leaf_shape(self, key: LeafKey) -> tuple[object, ...]:
+        """Sort key of a leaf group, largest first; groups of equal shape are interchangeable unless an ancestor
+        group must lie in one domain finer than the region (then the group's own key ends the shape)."""
+        g = self.gangs[key[0]].groups[key[1]]
+        coupled = any(self.req[(key[0], gi)] > self.rlvl for gi in self._chain(key)[1:])
+        return (-g.need, -self.level[key], g.sizes, key if coupled else None)
+
+    def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
+        """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
+        the whole multiples of s that the units' nodes offer."""
+        most = max(self._free(u) for u in units)
+        gangs = self.gangs
+        if any(gangs[k[0]].groups[k[1]].need > most for k in left):
+            return False
+        for i, s in enumerate(self.sizes):
+            if sum(self.ge[k][i] for k in left) > sum(self._caps(u)[s] for u in units):
+                return False
+        return True
+
+    def _allowed(self, key: LeafKey, u: int) -> bool:
+        """Whether the group may lie in unit ``u``, given where its ancestor groups are fixed."""
+        w = self._within(key)
+        anc = self.tree.dom_anc
+        return w in anc[u] or u in anc[w]
+
+    def _domains_in(self, key: LeafKey, u: int) -> list[int]:
+        """The domains of the group's level in unit ``u`` with room for it, best fit first; of empty siblings
+        of the same shape only the first."""
+        tree = self.tree
+        need = self.gangs[key[0]].groups[key[1]].need
+        w = self._within(key)
+        base = w if tree.dom_level[w] > tree.dom_level[u] else u
+        lvl = self.level[key]
+        if lvl <= tree.dom_level[base]:
+            return [base] if self._free(base) >= need else []
+        doms = [tree.dom_of(x) for x in tree.index.get((base, lvl), [])]
+        fits = sorted((d for d in doms if self._free(d) >= need), key=lambda d: (self._free(d) - need, tree.rank[d]))
         out = []
         seen: set[tuple[object, ...]] = set()
         for d in fits:
@@ -293,29 +388,38 @@ class ExactRepack:
             out.append(d)
         return out
 
-    def _mix(self, d: int) -> int:
-        """A fixed pseudo-random position of domain ``d`` for restart ``shuffle`` (from its path rank only)."""
-        x = (self.tree.rank[d] + 1) * 0x9E3779B1 ^ self.shuffle * 0x85EBCA77
-        x = (x ^ (x >> 15)) * 0x2C1B3C6D & 0xFFFFFFFF
-        return x ^ (x >> 12)
+    def _put(self, key: LeafKey, d: int) -> list[LeafKey]:
+        """Place the group in domain ``d``: fix the domains of its ancestor groups not fixed yet (returned)."""
+        tree = self.tree
+        gang = key[0]
+        fixes = []
+        for gi in self._chain(key):
+            r = self.req[(gang, gi)]
+            if r >= 0 and (gang, gi) not in self.fixed and r >= self.rlvl:
+                self.fixed[(gang, gi)] = tree.dom_anc[d][min(r, tree.dom_level[d]) + 1]
+                fixes.append((gang, gi))
+        need = self.gangs[gang].groups[key[1]].need
+        for a in tree.dom_anc[d]:
+            self.load[a] = self.load.get(a, 0) + need
+        return fixes
 
-    def _was(self, gang: int, gi: int | None, lvl: int) -> int:
-        """The level-``lvl`` domain of the gang's (or its group ``gi``'s) first pod before the search, or -1.
+    def _unput(self, key: LeafKey, d: int, fixes: list[LeafKey]) -> None:
+        need = self.gangs[key[0]].groups[key[1]].need
+        for a in self.tree.dom_anc[d]:
+            self.load[a] -= need
+        for k in fixes:
+            del self.fixed[k]
+
+    def _was(self, gang: int, lvl: int) -> int:
+        """The level-``lvl`` domain of the gang's first pod before the search, or -1.
 
         The neighbourhood held an arrangement of every moved gang a moment ago, so one close to it is the likely
-        answer: trying old domains first finds it within fewer steps than best fit alone."""
+        answer."""
         pods = self.before.get(gang)
         if not pods:
             return -1
-        if gi is not None:
-            group = self.gangs[gang].groups[gi].pods
-            node = pods.get(group[0]) if group else None
-        else:
-            node = pods[min(pods)]
-        if node is None:
-            return -1
         level = self.tree.dom_level
-        return next((d for d in self.tree.node_path[node] if level[d] == lvl), -1)
+        return next((d for d in self.tree.node_path[pods[min(pods)]] if level[d] == lvl), -1)
 
     def _shape(self, d: int) -> tuple[object, ...]:
         """What makes two empty sibling domains interchangeable: free GPUs per node, per sub-domain."""
@@ -330,119 +434,6 @@ class ExactRepack:
             self.shape_memo[d] = got
         return got
 
-    def _assign(self, order: list[LeafKey], i: int) -> bool:
-        if i == len(order):
-            return True
-        tree = self.tree
-        key = order[i]
-        gang, _ = key
-        need = self.gangs[gang].groups[key[1]].need
-        for d in self._candidates(key):
-            self._step()
-            fixes = []
-            for gi in self._chain(key):
-                r = self.req[(gang, gi)]
-                if r >= 0 and (gang, gi) not in self.fixed and r >= self.rlvl:
-                    self.fixed[(gang, gi)] = tree.dom_anc[d][min(r, tree.dom_level[d]) + 1]
-                    fixes.append((gang, gi))
-            anc = tree.dom_anc[d]
-            near = self.near.setdefault(gang, {})
-            ge = self.ge[key]
-            for a in anc:
-                self.load[a] = self.load.get(a, 0) + need
-                near[a] = near.get(a, 0) + 1
-                placed = self.load_ge.get(a)
-                if placed is None:
-                    placed = self.load_ge[a] = [0] * len(ge)
-                for j, v in enumerate(ge):
-                    placed[j] += v
-            unit = anc[self.unit_level + 1] if self.unit_level >= 0 else anc[0]
-            members = self.members.setdefault(unit, [])
-            members.append((key, d))
-            fitted = self._unit_fit(unit, members)
-            if fitted is not None and self._still_possible(order, i + 1) and self._assign(order, i + 1):
-                return True
-            members.pop()
-            for a in anc:
-                self.load[a] -= need
-                near[a] -= 1
-                placed = self.load_ge[a]
-                for j, v in enumerate(ge):
-                    placed[j] -= v
-            for k in fixes:
-                del self.fixed[k]
-        return False
-
-    def _still_possible(self, order: list[LeafKey], start: int) -> bool:
-        """Necessary for the remaining leaf groups: in every domain that confines some of them (and its ancestors
-        inside the region), their GPUs fit the free GPUs left, and for each pod size s, their pods of at least s
-        GPUs plus those already placed there fit the whole multiples of s the nodes offer."""
-        tree = self.tree
-        anc = tree.dom_anc
-        rdepth = len(anc[self.region]) - 1
-        asked: dict[int, list[int]] = {}
-        width = len(self.sizes)
-        for key in order[start:]:
-            w = self._within(key)
-            ge = self.ge[key]
-            for a in anc[w][rdepth:]:
-                got = asked.get(a)
-                if got is None:
-                    got = asked[a] = [0] * (width + 1)
-                got[0] += self.gangs[key[0]].groups[key[1]].need
-                for i in range(width):
-                    got[i + 1] += ge[i]
-        for w, got in asked.items():
-            if self._free(w) < got[0]:
-                return False
-            caps = self._caps(w)
-            placed = self.load_ge.get(w)
-            for i, size in enumerate(self.sizes):
-                if got[i + 1] + (placed[i] if placed else 0) > caps[size]:
-                    return False
-        return self._no_waste(order, start)
-
-    def _no_waste(self, order: list[LeafKey], start: int) -> bool:
-        """Necessary: for each level L, the remaining leaf groups bound to L or finer each need one domain of
-        level L, so a domain of L with fewer free GPUs than the smallest of them is lost to them; their GPUs must
-        fit what the other domains of L in the region have free.
-
-        Without this test a tight neighbourhood (free GPUs just enough) is searched through every way of leaving
-        small holes, each failing only once the last groups find no room."""
-        need: dict[int, int] = {}
-        least: dict[int, int] = {}
-        gangs = self.gangs
-        for key in order[start:]:
-            lvl = self.level[key]
-            n = gangs[key[0]].groups[key[1]].need
-            need[lvl] = need.get(lvl, 0) + n
-            if n < least.get(lvl, 1 << 60):
-                least[lvl] = n
-        total = 0
-        smallest = 1 << 60
-        for lvl in sorted(need, reverse=True):
-            total += need[lvl]
-            smallest = min(smallest, least[lvl])
-            if lvl <= self.rlvl:
-                break
-            usable = 0
-            for d in self._level_domains(lvl):
-                f = self._free(d)
-                if f >= smallest:
-                    usable += f
-            if usable < total:
-                return False
-        return True
-
-    def _level_domains(self, lvl: int) -> list[int]:
-        """The real domains of level ``lvl`` inside the region being searched."""
-        key = (self.region, lvl)
-        got = self.doms_memo.get(key)
-        if got is None:
-            tree = self.tree
-            got = self.doms_memo[key] = [tree.dom_of(k) for k in tree.index.get(key, [])]
-        return got
-
     # ---- the inner search: pods of one unit onto its nodes -------------------------------------------------------
     def _unit_fit(self, unit: int, members: list[tuple[LeafKey, int]]) -> dict[LeafKey, list[int]] | None:
         memo_key = (unit, tuple(sorted(members)))
@@ -455,10 +446,16 @@ class ExactRepack:
         cls = [tree.node_path[n][0] for n in nodes]
         # one entry per pod: (GPUs, allowed node positions, the leaf it belongs to)
         pods: list[tuple[int, int, tuple[int, ...], LeafKey]] = []
+        # per node, the GCD of the sizes of the pods that may go there: it can use only multiples of that
+        step = [0] * len(nodes)
         for key, d in sorted(members):
             allowed = tuple(pos[n] for n in tree.nodes_below(d) if n in pos)
             gpus = self.gangs[key[0]].pod_gpus
-            for p in self.gangs[key[0]].groups[key[1]].pods:
+            group = self.gangs[key[0]].groups[key[1]]
+            unit_of = math.gcd(*(size for size, _ in group.sizes))
+            for j in allowed:
+                step[j] = math.gcd(step[j], unit_of)
+            for p in group.pods:
                 pods.append((gpus[p], len(allowed), allowed, key))
         pods.sort(key=lambda p: (-p[0], p[1], p[3]))
         placed: list[int] = [0] * len(pods)
@@ -489,7 +486,8 @@ class ExactRepack:
             return False
 
         out: dict[LeafKey, list[int]] | None = None
-        if sum(p[0] for p in pods) <= sum(free) and place(0):
+        usable = sum(f - f % k for f, k in zip(free, step, strict=True) if k)
+        if sum(p[0] for p in pods) <= usable and place(0):
             got: dict[LeafKey, list[tuple[int, int]]] = {}
             for (size, _, _, key), j in zip(pods, placed, strict=True):
                 got.setdefault(key, []).append((-size, nodes[j]))

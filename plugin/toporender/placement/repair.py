@@ -25,17 +25,12 @@ REPAIR_STEPS_PER_DOMAIN = 1_500
 REPAIR_STEPS_PER_GANG = 10
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
-EXACT_STEPS = 60_000
+EXACT_STEPS = 150_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`)."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 2
 """Small regions searched exactly per gang that the bounded repair could not admit."""
-EXACT_RESTARTS = 8
-"""Further exact searches of a region after the first runs out of steps, each trying domains in its own fixed
-pseudo-random order: a depth-first search that fails in one large subtree often succeeds at once in another."""
-EXACT_RESTART_STEPS = 5_000
-"""Steps of each of those further searches."""
 POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
@@ -117,15 +112,12 @@ class Repairer(Fitter):
             for m in movable:
                 self._release(m)
             found = None
-            # each gang inside one domain of its preferred level first (fewest domains), then only as required;
-            # then short searches in other fixed orders, which end where the long one is stuck in one subtree
-            passes = [(True, EXACT_PREFERRED_STEPS, 0), (False, EXACT_STEPS, 0)]
-            passes += [(False, EXACT_RESTART_STEPS, k) for k in range(1, EXACT_RESTARTS + 1)]
-            for preferred, steps, shuffle in passes:
-                if preferred and all(g.pref is None for x in gs for g in x.groups):
+            # each gang inside one domain of its preferred level first (fewest domains), then only as required
+            for preferred, steps in ((True, EXACT_PREFERRED_STEPS), (False, EXACT_STEPS)):
+                budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
+                if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                     continue
-                search = ExactRepack(tree, region, gs, min(steps, EXACT_RUN_STEPS - self.exact_spent), preferred,
-                                      before, shuffle)
+                search = ExactRepack(tree, region, gs, budget, preferred, before)
                 found = search.solve()
                 self.exact_spent += search.steps
                 if found is not None or (not preferred and search.steps <= search.budget):
