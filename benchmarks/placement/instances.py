@@ -528,12 +528,20 @@ TUNING_SEEDS = range(2000, 2040)
 DEVELOPMENT_SEEDS = range(3000, 3100)
 """More seeds the packer may be tuned on: failures are looked for here once the tuning set is solved."""
 
+DEVELOPMENT_2_SEEDS = range(4000, 4100)
+"""Fresh seeds to look for failures in once the first two sets were solved as far as they would go (first run
+on 2026-11-27); the packer may be tuned on them."""
+
 HELD_OUT_SEEDS = range(7000, 7048)
 """Seeds for the final report only: disjoint from the tuning seeds, never looked at while tuning."""
 
 HELD_OUT_2_SEEDS = range(9000, 9048)
 """A second held-out set, first run after the first one had been reported on more than once: the check that
 changes tuned on the tuning and development seeds were not fitted to the first held-out set by repeated looks."""
+
+HELD_OUT_3_SEEDS = range(5000, 5100)
+"""A third held-out set, first run on 2026-11-27 right after the exact search was rebuilt to fill one unit at a
+time: its instances had never been packed before that report."""
 
 
 def family_inventory(rng: random.Random, racks: int, leaf_groups: bool = False, blocks: int = 0,

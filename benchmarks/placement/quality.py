@@ -1,15 +1,15 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
-Usage: python benchmarks/placement/quality.py [--family nvl72|mixed] [--set tuning|development|held-out|held-out-2]
-[--seeds N] [--first S] [--verbose]
+Usage: python benchmarks/placement/quality.py [--family nvl72|mixed] [--set tuning|development|development-2|
+held-out|held-out-2|held-out-3] [--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and
-cordoned nodes, several gang shapes): ``--set tuning`` and ``--set development`` the seeds it may be tuned
-on, ``--set held-out`` and ``--set held-out-2`` the disjoint seeds kept for reports. Prints a summary table:
-average / worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average
-domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than
-the smallest subgroup) and the time per instance.
+cordoned nodes, several gang shapes): ``--set tuning``, ``--set development`` and ``--set development-2``
+the seeds it may be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint
+seeds kept for reports. Prints a summary table: average / worst share of the optimum, instances where the
+packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs every packer placed),
+stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per instance.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instances import (  # noqa: E402
+    DEVELOPMENT_2_SEEDS,
     DEVELOPMENT_SEEDS,
     FAMILY_LEVELS,
     HELD_OUT_2_SEEDS,
+    HELD_OUT_3_SEEDS,
     HELD_OUT_SEEDS,
     LEVELS,
     TUNING_SEEDS,
@@ -65,8 +67,8 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
     return placed, [statistics.mean(s or [0]) for s in spans], stranded
 
 
-SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "held-out": HELD_OUT_SEEDS,
-        "held-out-2": HELD_OUT_2_SEEDS}
+SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2": DEVELOPMENT_2_SEEDS,
+        "held-out": HELD_OUT_SEEDS, "held-out-2": HELD_OUT_2_SEEDS, "held-out-3": HELD_OUT_3_SEEDS}
 """The mixed family's seed sets (``--set``)."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
@@ -74,6 +76,11 @@ BASELINES: dict[str, Baseline] = {
     "first-fit": lambda inst, levels: firstfit_run(inst.inventory, levels, inst.gangs),
     "bestfit": lambda inst, levels: bestfit_run(inst.inventory, levels, inst.gangs),
 }
+
+
+def share(placed: int, opt: int) -> float:
+    """GPUs placed as a share of the optimum; where no gang fits at all (optimum 0), placing none is all of it."""
+    return placed / opt if opt else float(placed == 0)
 
 
 def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0) -> list[list[str]]:
@@ -110,11 +117,11 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
         for name, (asg, t) in asgs.items():
             placed[name], _, s = metrics(inst, asg, span_levels)
             _, spans, _ = metrics(inst, {k: v for k, v in asg.items() if k in both}, span_levels)
-            rows[name].append((placed[name] / opt, spans, s, t))
+            rows[name].append((share(placed[name], opt), spans, s, t))
         for name in BASELINES:
             below[name] += placed["ours"] < placed[name]
         if verbose:
-            print(f"seed {seed}: optimum {opt}  " + "  ".join(f"{n} {placed[n] / opt:.3f}" for n in names))
+            print(f"seed {seed}: optimum {opt}  " + "  ".join(f"{n} {share(placed[n], opt):.3f}" for n in names))
     table = [["packer", "avg % of optimum", "worst %", "below it", *(f"{lv}s/gang*" for lv in span_levels),
               "stranded GPUs (avg)", "median time"]]
     for name, vals in rows.items():

@@ -16,7 +16,7 @@ from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, Node, load_inventory
-from toporender.placement.packer import pack
+from toporender.placement.packer import covers, pack, pods_at_least
 
 LEVELS = ["zone", "block", "rack"]
 POOL = load_inventory(FIXTURES / "pool-inventory.yaml", "pool-inventory.yaml")
@@ -326,3 +326,20 @@ def test_tightest_fit_avoids_holes(name: str, free: tuple[int, ...], gangs: list
     got = plan.gangs["g"]
     assert got.placed, got.reason
     assert {n.replace("n", "r") for n in got.pod_nodes.values()} == {expect}, name
+
+
+@pytest.mark.parametrize(("pods", "than", "no_easier"), [
+    ([8, 8, 8], [8, 8, 8], True),
+    ([8, 8, 8, 1], [8, 8, 8], True),
+    ([8] + [1] * 29, [8, 8, 8], False),    # more GPUs, but in small pods that pack where 8-GPU ones cannot
+    ([4] * 6, [8, 8, 8], False),
+    ([8, 8, 8], [4] * 6, True),
+    ([8, 4, 2], [8, 2, 2, 2], True),
+    ([8, 2, 2], [4, 4, 4], False),
+    ([], [], True),
+])
+def test_a_failed_gang_rules_out_only_gangs_no_easier(pods: list[int], than: list[int], no_easier: bool) -> None:
+    """After re-arranging failed to admit a gang, a later one is not searched again only if it asks, for every
+    pod size, at least as many GPUs in pods of at least that size."""
+    assert pods_at_least([8, 8, 1, 4]) == ((8, 16), (4, 20), (1, 21))
+    assert covers(pods_at_least(pods), pods_at_least(than)) == no_easier

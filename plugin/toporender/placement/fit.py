@@ -124,9 +124,9 @@ class Fitter:
         self.placed: set[int] = set()
         self.reasons: dict[int, str] = {}
         self.active: dict[int, SearchContext] = {}
-        # (required level, GPUs, largest leaf) of gangs re-arranging could not admit; free GPUs only shrink, so a
-        # gang at least as large in both is not worth another search
-        self.failed: list[tuple[int, int, int]] = []
+        # (required level, GPUs, largest leaf, GPUs in pods of at least each size) of gangs re-arranging could not
+        # admit; free GPUs only shrink, so a gang at least as large in all of them is not worth another search
+        self.failed: list[tuple[int, int, int, tuple[tuple[int, int], ...]]] = []
         # gangs that are never re-arranged (their placement excludes nodes)
         self.fixed: set[int] = set()
         self.add(gangs, compiled)

@@ -54,6 +54,33 @@ STREAM_MIN_NODES = GREEDY_MAX_NODES + 1
 smaller ones are packed three times at the end anyway, and pack fast."""
 
 
+def pods_at_least(pod_gpus: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Per pod size, largest first: the GPUs of the pods of at least that size."""
+    out: list[tuple[int, int]] = []
+    total = 0
+    for size in sorted(pod_gpus, reverse=True):
+        total += size
+        if out and out[-1][0] == size:
+            out[-1] = (size, total)
+        else:
+            out.append((size, total))
+    return tuple(out)
+
+
+def covers(sizes: tuple[tuple[int, int], ...], than: tuple[tuple[int, int], ...]) -> bool:
+    """Whether pods of these ``sizes`` ask, for every pod size of ``than``, at least as many GPUs in pods of at
+    least that size: a gang of smaller pods packs where a larger-podded one of the same GPUs could not."""
+    i = 0
+    got = 0
+    for size, asked in than:
+        while i < len(sizes) and sizes[i][0] >= size:
+            got = sizes[i][1]
+            i += 1
+        if got < asked:
+            return False
+    return True
+
+
 class Packer(Repairer):
     """One packing run: every gang in arrival order, repaired when it does not fit, or given a reason."""
 
@@ -71,8 +98,9 @@ class Packer(Repairer):
                     self.defragment(gang)
             if not ok:
                 reason = self.reason(gang)
-                shape = (gang.groups[0].req, gang.need, gang.max_leaf)
-                dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] for r, n, m in self.failed)
+                shape = (gang.groups[0].req, gang.need, gang.max_leaf, pods_at_least(gang.pod_gpus))
+                dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] and covers(shape[3], sizes)
+                                for r, n, m, sizes in self.failed)
                 if dominated or not self.repair(gang):
                     self.reasons[gang.idx] = reason
                     if not dominated:
