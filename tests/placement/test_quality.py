@@ -60,6 +60,17 @@ def test_a_gang_of_smaller_pods_is_searched_after_a_larger_podded_one_failed() -
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert not plan.gangs["g00002"].placed and plan.gangs["g00003"].placed
     assert plan.placed_gpus == 92
+    assert plan.gangs["g00002"].reason.endswith(
+        "; no arrangement of the 2 earlier gangs in the pool leaves room for it (exact search)")
+
+
+def test_a_gang_the_exact_search_could_not_decide_says_so() -> None:
+    from instances import FAMILY_LEVELS, family_instance
+
+    inst = family_instance(3054)
+    reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00019"].reason
+    assert reason.endswith("blocked by earlier gangs g00009, g00010, g00011 and 2 more; an exact search over the "
+                           "17 earlier gangs in zone z0 ran out of steps")
 
 
 def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:

@@ -102,7 +102,7 @@ class Packer(Repairer):
                 dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] and covers(shape[3], sizes)
                                 for r, n, m, sizes in self.failed)
                 if dominated or not self.repair(gang):
-                    self.reasons[gang.idx] = reason
+                    self.reasons[gang.idx] = reason + self.exact_notes.pop(gang.idx, "")
                     if not dominated:
                         self.failed.append(shape)
             self.log.clear()

@@ -112,6 +112,7 @@ class Repairer(Fitter):
             for m in movable:
                 self._release(m)
             found = None
+            proven = False
             # each gang inside one domain of its preferred level first (fewest domains), then only as required
             for preferred, steps in ((True, EXACT_PREFERRED_STEPS), (False, EXACT_STEPS)):
                 budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
@@ -120,10 +121,13 @@ class Repairer(Fitter):
                 search = ExactRepack(tree, region, gs, budget, preferred, before)
                 found = search.solve()
                 self.exact_spent += search.steps
-                if found is not None or (not preferred and search.steps <= search.budget):
+                proven = not preferred and search.steps <= search.budget
+                if found is not None or proven:
                     break  # admitted, or proven impossible
             if found is None:
                 self._rollback(mark, None)
+                if movable:
+                    self.exact_notes[gang.idx] = self._exact_note(region, len(movable), proven)
                 continue
             for x in gs:
                 pairs = sorted(found.get(x.idx, {}).items())
@@ -136,8 +140,20 @@ class Repairer(Fitter):
                 self.placed.add(x.idx)
             self._polish(gs, region)
             self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
+            self.exact_notes.pop(gang.idx, None)
             return True
         return False
+
+    def _exact_note(self, region: int, gangs: int, proven: bool) -> str:
+        """What the exact search of ``region`` found, for the reason of a gang it could not admit: whether no
+        arrangement of the earlier gangs there leaves room for it, or the search ran out of steps first."""
+        tree = self.tree
+        lvl = tree.dom_level[region]
+        where = f"{tree.levels[lvl]} {tree.name(region)}" if lvl >= 0 else "the pool"
+        earlier = f"{gangs} earlier gang{'s' if gangs != 1 else ''}"
+        if proven:
+            return f"; no arrangement of the {earlier} in {where} leaves room for it (exact search)"
+        return f"; an exact search over the {earlier} in {where} ran out of steps"
 
     def _polish(self, gs: list[CompiledGang], region: int) -> None:
         """Re-place the gangs of an admitting re-arrangement, one at a time, and those that span several domains of
