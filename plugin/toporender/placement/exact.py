@@ -13,7 +13,7 @@ node) at a time instead of placing one group at a time:
   units after it can take;
 * the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
   first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
-  nodes can take at all (whole multiples of the smallest pod that may go there);
+  nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there);
 * interchangeable choices are tried once: leaf groups of the same shape (taking the first k of them), sibling
   domains that are still empty and have the same free GPUs per node, nodes of one finest domain with the same
   free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried again.
