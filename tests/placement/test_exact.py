@@ -16,12 +16,12 @@ from toporender.placement.tree import ROOT, Tree
 # Mixed-family instances where a gang is admitted only by re-packing a whole zone or pool exactly. Every row
 # is the arrival-order optimum except 3054 (optimum 374).
 CASES = [
-    # (seed, GPUs placed, what admits the gang)
-    (2039, 247, "moved gangs try their old domains first: the optimum fills every free GPU"),
-    (3049, 223, "the groups left must fit the units left, size by size, or the unit is not closed"),
+    # (seed, GPUs placed, what the row guards)
+    (2039, 247, "a perfect fill: the optimum uses every free GPU, so no unit may leave one unused"),
+    (3049, 223, "tight zones where the search must rule out most fillings within its steps"),
     (3054, 365, "filling rack by rack admits g00015 (10 GPUs in one clique) among 16 gangs (was 362)"),
-    (3067, 299, "a zone with 1 GPU to spare: only multiples of the pods that may go on a node count (was 292)"),
-    (3097, 247, "the filling of a unit that failed is not tried again with the same groups left"),
+    (3067, 299, "a zone with 1 GPU to spare, where one group at a time found nothing in its steps (was 292)"),
+    (3097, 247, "the search one group at a time needed restarts in other orders here"),
 ]
 
 
