@@ -14,9 +14,10 @@ node) at a time instead of placing one group at a time:
 * the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
   first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
   nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there);
-* interchangeable choices are tried once: leaf groups of the same shape (taking the first k of them), sibling
-  domains that are still empty and have the same free GPUs per node, nodes of one finest domain with the same
-  free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried again.
+* interchangeable choices are tried once: leaf groups of the same shape (the first k of them, in domains in path
+  order), sibling domains that are still empty and have the same free GPUs per node, nodes of one finest domain
+  with the same free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried
+  again.
 
 When the gangs' common required level is finer than the region, whole gangs are first given domains of that
 level (their old domain first) and each domain is searched on its own. Steps (choices tried) are counted,
@@ -257,6 +258,7 @@ class ExactRepack:
         """Give every leaf group a domain, one unit at a time (see the module docstring); on success the units'
         members are in ``members``."""
         tree = self.tree
+        rank = tree.rank
         gs = self.gangs
         if self.unit_level > self.rlvl:
             units = [tree.dom_of(k) for k in tree.index.get((self.region, self.unit_level), [])]
@@ -304,7 +306,13 @@ class ExactRepack:
                     k = cands[j]
                     n = need[k]
                     if used + n <= free:
+                        # a group of the same shape as the one just taken goes to a domain no earlier in path
+                        # order: the two are interchangeable, so the swapped choice is the same arrangement
+                        last = members[-1] if members else None
+                        floor = rank[last[1]] if last and shape[last[0]] == shape[k] and shape[k][-1] is None else -1
                         for d in self._domains_in(k, u):
+                            if rank[d] < floor:
+                                continue
                             fixes = self._put(k, d)
                             members.append((k, d))
                             ok = choose(j + 1, used + n)
