@@ -13,6 +13,7 @@ from tests.placement.conftest import FIXTURES, ROOT
 
 from toporender.errors import UserError
 from toporender.expand.levels import LevelConstraint
+from toporender.placement.compiled import size_counts
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, Node, load_inventory
@@ -341,5 +342,5 @@ def test_tightest_fit_avoids_holes(name: str, free: tuple[int, ...], gangs: list
 def test_a_failed_gang_rules_out_only_gangs_no_easier(pods: list[int], than: list[int], no_easier: bool) -> None:
     """After re-arranging failed to admit a gang, a later one is not searched again only if it asks, for every
     pod size, at least as many GPUs in pods of at least that size."""
-    assert pods_at_least([8, 8, 1, 4]) == ((8, 16), (4, 20), (1, 21))
-    assert covers(pods_at_least(pods), pods_at_least(than)) == no_easier
+    assert pods_at_least(size_counts([8, 8, 1, 4])) == ((8, 16), (4, 20), (1, 21))
+    assert covers(pods_at_least(size_counts(pods)), pods_at_least(size_counts(than))) == no_easier

@@ -54,16 +54,14 @@ STREAM_MIN_NODES = GREEDY_MAX_NODES + 1
 smaller ones are packed three times at the end anyway, and pack fast."""
 
 
-def pods_at_least(pod_gpus: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    """Per pod size, largest first: the GPUs of the pods of at least that size."""
+def pods_at_least(sizes: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """From ``(pod size, pods)`` largest first (a group's ``sizes``): per pod size, the GPUs of the pods of at
+    least that size."""
     out: list[tuple[int, int]] = []
     total = 0
-    for size in sorted(pod_gpus, reverse=True):
-        total += size
-        if out and out[-1][0] == size:
-            out[-1] = (size, total)
-        else:
-            out.append((size, total))
+    for size, count in sizes:
+        total += size * count
+        out.append((size, total))
     return tuple(out)
 
 
@@ -98,7 +96,7 @@ class Packer(Repairer):
                     self.defragment(gang)
             if not ok:
                 reason = self.reason(gang)
-                shape = (gang.groups[0].req, gang.need, gang.max_leaf, pods_at_least(gang.pod_gpus))
+                shape = (gang.groups[0].req, gang.need, gang.max_leaf, pods_at_least(gang.groups[0].sizes))
                 dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] and covers(shape[3], sizes)
                                 for r, n, m, sizes in self.failed)
                 if dominated or not self.repair(gang):
@@ -179,8 +177,8 @@ class Packer(Repairer):
             return ""
         names = ", ".join(self.gangs[g].demand.display for g in inside[:3])
         more = f" and {len(inside) - 3} more" if len(inside) > 3 else ""
-        where = f"{tree.levels[lvl]} {tree.name(best)}" if lvl >= 0 else "the pool"
-        return f"; {where} had room for it ({room} GPUs) before other gangs: blocked by earlier gangs {names}{more}"
+        return (f"; {tree.where(best)} had room for it ({room} GPUs) before other gangs: blocked by earlier gangs "
+                f"{names}{more}")
 
     @cached_property
     def largest_node(self) -> int:

@@ -147,9 +147,7 @@ class Repairer(Fitter):
     def _exact_note(self, region: int, gangs: int, proven: bool) -> str:
         """What the exact search of ``region`` found, for the reason of a gang it could not admit: whether no
         arrangement of the earlier gangs there leaves room for it, or the search ran out of steps first."""
-        tree = self.tree
-        lvl = tree.dom_level[region]
-        where = f"{tree.levels[lvl]} {tree.name(region)}" if lvl >= 0 else "the pool"
+        where = self.tree.where(region)
         earlier = f"{gangs} earlier gang{'s' if gangs != 1 else ''}"
         if proven:
             return f"; no arrangement of the {earlier} in {where} leaves room for it (exact search)"

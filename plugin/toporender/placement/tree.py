@@ -213,6 +213,11 @@ class Tree:
             return "pool"
         return self.dom_path[d][-1] or f"{self.dom_path[d][-2] if len(self.dom_path[d]) > 1 else 'pool'}/-"
 
+    def where(self, d: int) -> str:
+        """A domain as reasons name it: its level and name ("zone z0"), or "the pool"."""
+        lvl = self.dom_level[d]
+        return f"{self.levels[lvl]} {self.name(d)}" if lvl >= 0 else "the pool"
+
     def change(self, deltas: Mapping[int, int]) -> None:
         """Apply ``node -> GPUs taken (negative: released)``, keeping every aggregate and index current.
 
