@@ -309,7 +309,7 @@ class ExactRepack:
                         # a group of the same shape as the one just taken goes to a domain no earlier in path
                         # order: the two are interchangeable, so the swapped choice is the same arrangement
                         last = members[-1] if members else None
-                        floor = rank[last[1]] if last and shape[last[0]] == shape[k] and shape[k][-1] is None else -1
+                        floor = rank[last[1]] if last and shape[last[0]] == shape[k] and shape[k][-1] == () else -1
                         for d in self._domains_in(k, u):
                             if rank[d] < floor:
                                 continue
@@ -324,7 +324,7 @@ class ExactRepack:
                         return False
                     # leave out k and every group of its shape after it: taking the first few is enough
                     j += 1
-                    while j < len(cands) and shape[cands[j]] == shape[k] and shape[k][-1] is None:
+                    while j < len(cands) and shape[cands[j]] == shape[k] and shape[k][-1] == ():
                         j += 1
 
             def close(used: int) -> bool:
@@ -350,10 +350,11 @@ class ExactRepack:
 
     def _leaf_shape(self, key: LeafKey) -> tuple[object, ...]:
         """Sort key of a leaf group, largest first; groups of equal shape are interchangeable unless an ancestor
-        group must lie in one domain finer than the region (then the group's own key ends the shape)."""
+        group must lie in one domain finer than the region (then the group's own key ends the shape; () ends the
+        others', which sorts first and compares with a key)."""
         g = self.gangs[key[0]].groups[key[1]]
         coupled = any(self.req[(key[0], gi)] > self.rlvl for gi in self._chain(key)[1:])
-        return (-g.need, -self.level[key], g.sizes, key if coupled else None)
+        return (-g.need, -self.level[key], g.sizes, key if coupled else ())
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
