@@ -142,3 +142,15 @@ def test_only_usable_gpus_count() -> None:
     assert search.steps == 0
     assert search._unit_fit(rack, [(leaves[0], rack), (leaves[1], b)]) is not None
     assert search.solve() is not None
+
+
+def test_groups_of_one_shape_with_and_without_a_gang_constraint() -> None:
+    """Two gangs with the same leaf group (two 4-GPU pods in a rack), one bound to a zone and one to nothing:
+    the first group's shape ends with its key, the other's does not, and the two still sort together."""
+    nodes = [Node(f"n{i}", {"zone": "z", "rack": "r", "clique": f"c{i // 2}"}, 8, 0, False) for i in range(4)]
+    tree = Tree(Inventory.of(nodes), ("zone", "rack", "clique"), {})
+    pods = tuple(PodDemand(f"s0-{j}", 4) for j in range(2))
+    gangs = [GangDemand(key, key, LevelConstraint(level), (SubgroupDemand("s0", None, LevelConstraint("rack"), pods),),
+                        pods, tuple((p.name, "s0") for p in pods)) for key, level in (("a", None), ("b", "zone"))]
+    found = ExactRepack(tree, ROOT, Packer(tree, gangs).gangs, 1_000).solve()
+    assert found is not None and sorted(found) == [0, 1]

@@ -46,6 +46,8 @@ class CompiledGang:
     max_leaf: int
     excluded: frozenset[int] = frozenset()
     """Nodes (ids) no pod of the gang may use: the union of its pods' excluded nodes."""
+    untolerated: str = ""
+    """Which pod does not tolerate which taint every node of the pool has ('' when all do): no node takes it."""
 
 
 # A leaf group as the forward check sees it: (GPUs, required level, its own and its ancestors' keys in ``fixed``).
@@ -156,7 +158,22 @@ def compile_gang(tree: Tree, idx: int, gang: GangDemand) -> CompiledGang:
     names = {name for p in pods for name in p.excluded}
     excluded = frozenset(i for i, name in enumerate(tree.node_names) if name in names) if names else frozenset()
     return CompiledGang(idx, gang, groups, [p.name for p in pods], gpus, groups[0].need, max(leaves, default=0),
-                        excluded)
+                        excluded, _untolerated(tree, pods))
+
+
+def _untolerated(tree: Tree, pods: list[PodDemand]) -> str:
+    """'' when every pod tolerates the taints every node of the pool has, else which pod does not, and which."""
+    if not tree.pool_taints:
+        return ""
+    seen: set[tuple[tuple[str, str | None, str | None], ...]] = set()
+    for p in pods:
+        if p.tolerations in seen:
+            continue
+        seen.add(p.tolerations)
+        for t in tree.pool_taints:
+            if not tolerates(p.tolerations, t):
+                return f"pod {p.name} does not tolerate the taint {t}"
+    return ""
 
 def subtree_pods(groups: list[Group], gi: int) -> list[int]:
     out = list(groups[gi].pods)

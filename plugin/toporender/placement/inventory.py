@@ -38,6 +38,10 @@ class Taint:
     value: str | None
     effect: str
 
+    def __str__(self) -> str:
+        """As ``kubectl describe node`` writes it: ``key=value:effect``, or ``key:effect`` without a value."""
+        return f"{self.key}{'' if self.value is None else '=' + self.value}:{self.effect}"
+
 
 @dataclass(frozen=True, slots=True)
 class Node:

@@ -86,6 +86,9 @@ class Packer(Repairer):
         """Pack the gangs added since the last run (:meth:`~toporender.placement.fit.Fitter.add`)."""
         start, self.packed = self.packed, len(self.gangs)
         for gang in self.gangs[start:]:
+            if gang.untolerated:
+                self.reasons[gang.idx] = self.reason(gang)
+                continue
             if gang.excluded:
                 self._run_excluding(gang)
                 continue
@@ -189,6 +192,9 @@ class Packer(Repairer):
     def reason(self, gang: CompiledGang) -> str:
         """Why ``gang`` does not fit now: the binding level, the demand and the best domain's free capacity."""
         tree = self.tree
+        if gang.untolerated:
+            return (f"{gang.demand.display}: {gang.untolerated}, which every schedulable node of the pool has; add a "
+                    "matching toleration to its pod template")
         excluded = tree.cordoned
         tainted = tree.tainted
         notes = []
@@ -253,7 +259,7 @@ class GreedyPacker(Packer):
         for gang in self.gangs:
             if gang.need == 0:
                 self.placed.add(gang.idx)
-            elif gang.excluded or any(g.tol_any for g in gang.groups) or not self._greedy(gang):
+            elif gang.excluded or gang.untolerated or any(g.tol_any for g in gang.groups) or not self._greedy(gang):
                 self.reasons[gang.idx] = self.reason(gang)
 
     def _domains(self, w: int, lvl: int) -> list[int]:

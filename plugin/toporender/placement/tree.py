@@ -42,9 +42,10 @@ class Tree:
         self.node_cap = [n.gpus for n in nodes]
         self.node_used0 = [min(n.used_gpus, n.gpus) for n in nodes]
         self.node_ok = [not n.unschedulable for n in nodes]
-        self.node_taints: list[tuple[Taint, ...]] = [
-            tuple(t for t in n.taints if t.effect in HARD_EFFECTS) for n in nodes
-        ]
+        hard = [tuple(t for t in n.taints if t.effect in HARD_EFFECTS) for n in nodes]
+        self.pool_taints = pool_taints([t for t, ok in zip(hard, self.node_ok, strict=True) if ok])
+        self.node_taints: list[tuple[Taint, ...]] = (
+            [tuple(t for t in ts if t not in self.pool_taints) for ts in hard] if self.pool_taints else hard)
         self.node_free = [
             (c - u) if ok else 0 for c, u, ok in zip(self.node_cap, self.node_used0, self.node_ok, strict=True)
         ]
@@ -343,6 +344,21 @@ class Tree:
         lvl = self.dom_level[region] + 1
         anc = self.dom_anc[d]
         return len(anc) > lvl and anc[lvl] == region
+
+
+def pool_taints(taints: Sequence[tuple[Taint, ...]]) -> tuple[Taint, ...]:
+    """The hard taints every one of ``taints`` (each schedulable node's) carries, in a fixed order.
+
+    GPU nodes are often all tainted (``nvidia.com/gpu:NoSchedule``) so that only pods asking for GPUs, which
+    tolerate it, land there. Such a taint tells no node from another: a pod that tolerates it may use every node,
+    one that does not none. The tree leaves it out of the nodes' taints, so tolerating gangs are searched and
+    re-arranged as on untainted nodes, and the gangs compiled against it check it once (``pool_taints``)."""
+    common = set(taints[0]) if taints else set()
+    for node in taints:
+        if not common:
+            return ()
+        common.intersection_update(node)
+    return tuple(sorted(common, key=lambda t: (t.key, t.value or "", t.effect)))
 
 
 def _check_hierarchy(inventory: Inventory, levels: tuple[str, ...], first: Mapping[tuple[str, ...], str]) -> None:
