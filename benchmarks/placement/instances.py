@@ -151,14 +151,15 @@ def _gpu_pods_by_leaf(gang: GangDemand) -> dict[str, list[PodDemand]]:
 
 class BestFit:
     """Kueue-style greedy BestFit: the gang's tightest domain at the preferred, else required level; then each
-    subgroup in order into the tightest rack that fits; nodes largest free first. No backtracking, no re-arranging.
-    It scans every domain for every gang, which also makes it the straightforward baseline for the scale benchmark.
+    subgroup in order into the tightest rack that fits; nodes largest free first, of those whose taints the pod
+    tolerates. No backtracking, no re-arranging. It scans every domain for every gang, which also makes it the
+    straightforward baseline for the scale benchmark.
     """
 
     def __init__(self, inv: Inventory, levels: Sequence[str]):
         self.levels = list(levels)
-        self.free = {n.name: (n.gpus - n.used_gpus) if not n.unschedulable and not any(
-            t.effect in HARD_EFFECTS for t in n.taints) else 0 for n in inv.nodes}
+        self.free = {n.name: (n.gpus - n.used_gpus) if not n.unschedulable else 0 for n in inv.nodes}
+        self.taints = {n.name: hard for n in inv.nodes if (hard := [t for t in n.taints if t.effect in HARD_EFFECTS])}
         self.path = {n.name: tuple(n.labels.get(k) for k in levels) for n in inv.nodes}
         self.domains: list[dict[tuple[str | None, ...], list[str]]] = []
         for depth in range(1, len(levels) + 1):
@@ -178,10 +179,13 @@ class BestFit:
         return min((n for n in nodes if local[n] >= gpus), key=lambda n: (-local[n], n), default=None)
 
     def _fit_nodes(self, nodes: list[str], pods: list[PodDemand]) -> dict[str, str] | None:
+        """Each pod, largest first, on the node :meth:`_pick` picks among those whose taints it tolerates."""
         local = {n: self.free[n] for n in nodes}
         out = {}
         for p in sorted(pods, key=lambda p: (-p.gpus, p.name)):
-            best = self._pick(nodes, local, p.gpus)
+            allowed = nodes if not self.taints else [
+                n for n in nodes if all(tolerates(p.tolerations, t) for t in self.taints.get(n, ()))]
+            best = self._pick(allowed, local, p.gpus)
             if best is None:
                 return None
             local[best] -= p.gpus
