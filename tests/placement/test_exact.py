@@ -154,3 +154,48 @@ def test_groups_of_one_shape_with_and_without_a_gang_constraint() -> None:
                         pods, tuple((p.name, "s0") for p in pods)) for key, level in (("a", None), ("b", "zone"))]
     found = ExactRepack(tree, ROOT, Packer(tree, gangs).gangs, 1_000).solve()
     assert found is not None and sorted(found) == [0, 1]
+
+
+def test_pods_outside_subgroups_count_once() -> None:
+    """Two 8-GPU nodes; a gang of two 4-GPU pods in a clique and a third 4-GPU pod outside its subgroup asks 12
+    GPUs. Counting the subgroup's pods again for the gang's own group (20 GPUs) proved it could not fit."""
+    nodes = [Node(f"n{i}", {"zone": "z", "rack": "r", "clique": f"c{i}"}, 8, 0, False) for i in range(2)]
+    tree = Tree(Inventory.of(nodes), ("zone", "rack", "clique"), {})
+    sub = tuple(PodDemand(f"s0-{j}", 4) for j in range(2))
+    gang = GangDemand("a", "a", LevelConstraint("zone"), (SubgroupDemand("s0", None, LevelConstraint("clique"), sub),),
+                      (*sub, PodDemand("launcher", 4)), tuple((p.name, "s0") for p in sub))
+    found = ExactRepack(tree, ROOT, Packer(tree, [gang]).gangs, 1_000).solve()
+    assert found is not None and len(found[0]) == 3
+
+
+def test_pods_bound_to_no_finer_domain_are_placed_one_by_one() -> None:
+    """Gang a has no gang-level constraint and two pods outside its rack-bound subgroup; gang b is bound to a block
+    and has a subgroup without a level. Those pods make units of the rack level, not the whole pool, and every
+    constraint still holds."""
+    levels = ("zone", "block", "rack")
+    nodes = [Node(f"b{b}-r{r}-n{n}", {"zone": "z", "block": f"b{b}", "rack": f"b{b}-r{r}"}, 8, 0, False)
+             for b in range(2) for r in range(2) for n in range(2)]
+    tree = Tree(Inventory.of(nodes), levels, {})
+
+    def pods(prefix: str, gpus: list[int]) -> tuple[PodDemand, ...]:
+        return tuple(PodDemand(f"{prefix}-{i}", g) for i, g in enumerate(gpus))
+
+    a0, b0, b1 = pods("s0", [2, 2, 2]), pods("s0", [2, 2, 2]), pods("s1", [4, 4, 4])
+    gangs = [
+        GangDemand("a", "a", LevelConstraint(None), (SubgroupDemand("s0", None, LevelConstraint("rack"), a0),),
+                   (*a0, *pods("x", [2, 1])), tuple((p.name, "s0") for p in a0)),
+        GangDemand("b", "b", LevelConstraint("block"), (SubgroupDemand("s0", None, LevelConstraint("rack"), b0),
+                                                        SubgroupDemand("s1", None, LevelConstraint(None), b1)),
+                   (*b0, *b1), tuple((p.name, p.name.split("-")[0]) for p in (*b0, *b1))),
+    ]
+    compiled = Packer(tree, gangs).gangs
+    search = ExactRepack(tree, ROOT, compiled, 10_000)
+    assert search.unit_level == levels.index("rack")
+    found = search.solve()
+    assert found is not None
+    rack = {n: tree.node_labels[n]["rack"] for n in range(len(nodes))}
+    a, b = (dict(zip(x.pod_names, (found[x.idx][p] for p in range(len(x.pod_names))), strict=True))
+            for x in compiled)
+    assert len({rack[a[p.name]] for p in a0}) == 1
+    assert len({rack[b[p.name]] for p in b0}) == 1
+    assert len({tree.node_labels[n]["block"] for n in b.values()}) == 1

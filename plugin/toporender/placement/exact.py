@@ -19,6 +19,10 @@ node) at a time instead of placing one group at a time:
   with the same free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried
   again.
 
+A group bound to no finer domain than its parent (pods outside every subgroup, a subgroup without a level)
+has each of its pods searched as a group of its own, bound to the units' level: a pod lies in one domain of
+every level, so this rules out no arrangement, and such a group does not make the whole region one unit.
+
 When the gangs' common required level is finer than the region, whole gangs are first given domains of that
 level (their old domain first) and each domain is searched on its own. Steps (choices tried) are counted,
 never seconds, so the outcome is the same on every machine; a search that runs out of steps reports no
@@ -27,10 +31,11 @@ arrangement, and one that ends within its steps without an arrangement has prove
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from toporender.placement.compiled import CompiledGang
+from toporender.placement.compiled import CompiledGang, Group, size_counts
 from toporender.placement.tree import Tree
 
 EXACT_MAX_NODES = 128
@@ -72,9 +77,11 @@ class ExactRepack:
                 self.req[(x.idx, gi)] = r
         self.region = region
         self.gangs = {g.idx: g for g in gangs}
+        self._pods_apart()
         self.budget = budget
         self.steps = 0
-        self.leaves: list[LeafKey] = [(g.idx, gi) for g in gangs for gi, grp in enumerate(g.groups) if grp.pods]
+        self.leaves: list[LeafKey] = [(g.idx, gi) for g in self.gangs.values() for gi, grp in enumerate(g.groups)
+                                      if grp.pods]
         rlvl = tree.dom_level[region]
         self.rlvl = rlvl
         self.level = {k: max(self.req[k], rlvl) for k in self.leaves}
@@ -87,11 +94,59 @@ class ExactRepack:
         self.caps_memo: dict[int, dict[int, int]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
-        # per leaf group, per size of ``sizes``: GPUs of its pods of at least that size
+        # per leaf group: the GPUs and sizes of its own pods (a group with subgroups, such as a gang's pods outside
+        # every subgroup, has a ``need`` and ``sizes`` that count theirs too), and per size of ``sizes`` the GPUs
+        # of its pods of at least that size
+        self.need: dict[LeafKey, int] = {}
+        self.own_sizes: dict[LeafKey, tuple[tuple[int, int], ...]] = {}
         self.ge: dict[LeafKey, list[int]] = {}
         for gang, gi in self.leaves:
             gpus = [self.gangs[gang].pod_gpus[p] for p in self.gangs[gang].groups[gi].pods]
+            self.need[(gang, gi)] = sum(gpus)
+            self.own_sizes[(gang, gi)] = size_counts(gpus)
             self.ge[(gang, gi)] = [sum(g for g in gpus if g >= s) for s in self.sizes]
+
+    def _pods_apart(self) -> None:
+        """Give each pod of a group that is bound to no finer domain than its parent group its own group, bound to
+        the level of the units.
+
+        Such a group (a gang's pods outside its subgroups, a gang without subgroups, a subgroup without a level)
+        would make units of its own coarse level, or the whole region one unit, and the node search of a unit that
+        large does not end within its steps. A pod lies in one domain of every level, and its group's level stays
+        with the group (its pods' parent now), so binding each pod to a domain of the units' level rules out no
+        arrangement: the search stays exact. Not done when some node of the region has no domain of that level."""
+        tree = self.tree
+        gangs = list(self.gangs.values())
+        rlvl = tree.dom_level[self.region]
+        top = max(rlvl, min((self.req[(x.idx, 0)] for x in gangs), default=rlvl))
+        loose: list[LeafKey] = []
+        bound: list[int] = []
+        for x in gangs:
+            for gi, g in enumerate(x.groups):
+                if not g.pods:
+                    continue
+                r = self.req[(x.idx, gi)]
+                if r <= top or g.children or (g.parent >= 0 and r <= self.req[(x.idx, g.parent)]):
+                    loose.append((x.idx, gi))
+                else:
+                    bound.append(r)
+        unit = min(bound, default=top + 1)
+        if not loose or unit >= len(tree.levels):
+            return
+        below = tree.index.get((self.region, unit), [])
+        if sum(len(tree.nodes_below(tree.dom_of(k))) for k in below) != len(tree.nodes_below(self.region)):
+            return
+        for gang, gi in loose:
+            x = self.gangs[gang]
+            groups = list(x.groups)
+            g = groups[gi]
+            level = max(unit, self.req[(gang, gi)])
+            for p in g.pods:
+                self.req[(gang, len(groups))] = level
+                groups.append(Group(f"{g.name}#{p}", gi, level, None, pods=[p], need=x.pod_gpus[p],
+                                    sizes=((x.pod_gpus[p], 1),)))
+            groups[gi] = dataclasses.replace(g, pods=[], children=[*g.children, *range(len(x.groups), len(groups))])
+            self.gangs[gang] = dataclasses.replace(x, groups=groups)
 
     @staticmethod
     def applies(tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> bool:
@@ -259,14 +314,13 @@ class ExactRepack:
         members are in ``members``."""
         tree = self.tree
         rank = tree.rank
-        gs = self.gangs
         if self.unit_level > self.rlvl:
             units = [tree.dom_of(k) for k in tree.index.get((self.region, self.unit_level), [])]
         else:
             units = [self.region]
         units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]))
-        need = {k: gs[k[0]].groups[k[1]].need for k in leaves}
-        slack = sum(self._free(u) for u in units) - sum(need.values())
+        need = self.need
+        slack = sum(self._free(u) for u in units) - sum(need[k] for k in leaves)
         if slack < 0:
             return False
         shape = {k: self._leaf_shape(k) for k in leaves}
@@ -352,16 +406,14 @@ class ExactRepack:
         """Sort key of a leaf group, largest first; groups of equal shape are interchangeable unless an ancestor
         group must lie in one domain finer than the region (then the group's own key ends the shape; () ends the
         others', which sorts first and compares with a key)."""
-        g = self.gangs[key[0]].groups[key[1]]
         coupled = any(self.req[(key[0], gi)] > self.rlvl for gi in self._chain(key)[1:])
-        return (-g.need, -self.level[key], g.sizes, key if coupled else ())
+        return (-self.need[key], -self.level[key], self.own_sizes[key], key if coupled else ())
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
         the whole multiples of s that the units' nodes offer."""
         most = max(self._free(u) for u in units)
-        gangs = self.gangs
-        if any(gangs[k[0]].groups[k[1]].need > most for k in left):
+        if any(self.need[k] > most for k in left):
             return False
         for i, s in enumerate(self.sizes):
             if sum(self.ge[k][i] for k in left) > sum(self._caps(u)[s] for u in units):
@@ -378,7 +430,7 @@ class ExactRepack:
         """The domains of the group's level in unit ``u`` with room for it, best fit first; of empty siblings
         of the same shape only the first."""
         tree = self.tree
-        need = self.gangs[key[0]].groups[key[1]].need
+        need = self.need[key]
         w = self._within(key)
         base = w if tree.dom_level[w] > tree.dom_level[u] else u
         lvl = self.level[key]
@@ -407,13 +459,13 @@ class ExactRepack:
             if r >= 0 and (gang, gi) not in self.fixed and r >= self.rlvl:
                 self.fixed[(gang, gi)] = tree.dom_anc[d][min(r, tree.dom_level[d]) + 1]
                 fixes.append((gang, gi))
-        need = self.gangs[gang].groups[key[1]].need
+        need = self.need[key]
         for a in tree.dom_anc[d]:
             self.load[a] = self.load.get(a, 0) + need
         return fixes
 
     def _unput(self, key: LeafKey, d: int, fixes: list[LeafKey]) -> None:
-        need = self.gangs[key[0]].groups[key[1]].need
+        need = self.need[key]
         for a in self.tree.dom_anc[d]:
             self.load[a] -= need
         for k in fixes:
@@ -461,7 +513,7 @@ class ExactRepack:
             allowed = tuple(pos[n] for n in tree.nodes_below(d) if n in pos)
             gpus = self.gangs[key[0]].pod_gpus
             group = self.gangs[key[0]].groups[key[1]]
-            unit_of = math.gcd(*(size for size, _ in group.sizes))
+            unit_of = math.gcd(*(size for size, _ in self.own_sizes[key]))
             for j in allowed:
                 step[j] = math.gcd(step[j], unit_of)
             for p in group.pods:
