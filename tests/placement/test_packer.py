@@ -407,3 +407,27 @@ def test_pool_taints(taints: list[list[str]], pool: list[str]) -> None:
     tree = Tree(Inventory.of(nodes), ("rack",), {})
     assert [t.key for t in tree.pool_taints] == pool
     assert all(t not in tree.pool_taints for ts in tree.node_taints for t in ts)
+
+
+@pytest.mark.parametrize(("second", "first_on", "second_on"), [
+    ([8, 8], {"n1"}, {"n0", "n2"}),  # b needs both untainted nodes: a moves onto the tainted one
+    ([8], {"n2"}, {"n0"}),           # room for both: nothing moves
+])
+def test_a_gang_that_tolerates_a_taint_moves_onto_it_for_one_that_does_not(
+        second: list[int], first_on: set[str], second_on: set[str]) -> None:
+    """Gang a tolerates the taint of n1; b does not. Searched as tolerated, a was never re-arranged, and the
+    greedy baselines never placed a, so the plan kept was theirs, with a left out."""
+    taint = Taint("team", "a", "NoSchedule")
+    nodes = [Node("n0", {"zone": "z", "rack": "r0"}, 8), Node("n1", {"zone": "z", "rack": "r0"}, 8, 0, False, (taint,)),
+             Node("n2", {"zone": "z", "rack": "r1"}, 8)]
+
+    def gang(key: str, gpus: list[int], tolerations: tuple[tuple[str, str | None, str | None], ...] = ()
+             ) -> GangDemand:
+        return GangDemand(key, key, LevelConstraint("zone"), (),
+                          tuple(PodDemand(f"p{i}", g, tolerations) for i, g in enumerate(gpus)))
+
+    plan = pack(Inventory.of(nodes), ("zone", "rack"),
+                [gang("a", [8], (("team", None, "NoSchedule"),)), gang("b", second)])
+    assert plan.gangs["a"].placed and plan.gangs["b"].placed
+    assert set(plan.gangs["a"].pod_nodes.values()) == first_on
+    assert set(plan.gangs["b"].pod_nodes.values()) == second_on

@@ -122,19 +122,9 @@ def compile_gang(tree: Tree, idx: int, gang: GangDemand) -> CompiledGang:
         gi = by_name.get(leaf_of.get(p.name, ""), 0)
         groups[gi].pods.append(pod_index[p.name])
     gpus = [p.gpus for p in pods]
-    tainted = tree.tainted_nodes
-
-    def tolerated(plist: list[PodDemand]) -> frozenset[int]:
-        if not tainted or not plist or not all(p.tolerations for p in plist):
-            return NO_NODES
-        return frozenset(
-            n for n in tainted
-            if all(all(tolerates(p.tolerations, t) for t in tree.node_taints[n]) for p in plist)
-        )
-
     for gi in range(len(groups) - 1, -1, -1):
         g = groups[gi]
-        g.tol = tolerated([pods[i] for i in g.pods])
+        g.tol = tolerated(tree, [pods[i] for i in g.pods])
         sub_pods = list(g.pods)
         tol_any = set(g.tol)
         for c in g.children:
@@ -174,6 +164,15 @@ def _untolerated(tree: Tree, pods: list[PodDemand]) -> str:
             if not tolerates(p.tolerations, t):
                 return f"pod {p.name} does not tolerate the taint {t}"
     return ""
+
+def tolerated(tree: Tree, pods: Sequence[PodDemand]) -> frozenset[int]:
+    """The tainted nodes (ids) whose every hard taint each of ``pods`` tolerates."""
+    tainted = tree.tainted_nodes
+    if not tainted or not pods or not all(p.tolerations for p in pods):
+        return NO_NODES
+    return frozenset(n for n in tainted
+                     if all(all(tolerates(p.tolerations, t) for t in tree.node_taints[n]) for p in pods))
+
 
 def subtree_pods(groups: list[Group], gi: int) -> list[int]:
     out = list(groups[gi].pods)

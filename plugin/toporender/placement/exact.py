@@ -35,7 +35,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from toporender.placement.compiled import CompiledGang, Group, size_counts
+from toporender.placement.compiled import CompiledGang, Group, size_counts, tolerated
 from toporender.placement.tree import Tree
 
 EXACT_MAX_NODES = 128
@@ -77,6 +77,13 @@ class ExactRepack:
                 self.req[(x.idx, gi)] = r
         self.region = region
         self.gangs = {g.idx: g for g in gangs}
+        self.usable = frozenset().union(*(g.tol_any for x in gangs for g in x.groups))
+        """Tainted nodes some group of the search tolerates; their GPUs count in every capacity bound, and a
+        group's pods go only to those its own pods all tolerate."""
+        self.extra: dict[int, int] = {}
+        for n in self.usable:
+            for d in tree.node_path[n]:
+                self.extra[d] = self.extra.get(d, 0) + tree.node_free[n]
         self._pods_apart()
         self.budget = budget
         self.steps = 0
@@ -141,21 +148,21 @@ class ExactRepack:
             groups = list(x.groups)
             g = groups[gi]
             level = max(unit, self.req[(gang, gi)])
+            demands = {p.name: p for p in x.demand.pods}
             for p in g.pods:
                 self.req[(gang, len(groups))] = level
                 groups.append(Group(f"{g.name}#{p}", gi, level, None, pods=[p], need=x.pod_gpus[p],
-                                    sizes=((x.pod_gpus[p], 1),)))
+                                    sizes=((x.pod_gpus[p], 1),), tol=tolerated(tree, [demands[x.pod_names[p]]])))
             groups[gi] = dataclasses.replace(g, pods=[], children=[*g.children, *range(len(x.groups), len(groups))])
             self.gangs[gang] = dataclasses.replace(x, groups=groups)
 
     @staticmethod
     def applies(tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> bool:
-        """Small enough, and nothing the search does not model (tolerated taints, excluded nodes)."""
-        if any(g.tol_any for x in gangs for g in x.groups) or any(x.excluded for x in gangs):
+        """Small enough, and nothing the search does not model (excluded nodes)."""
+        if any(x.excluded for x in gangs) or sum(len(x.pod_gpus) for x in gangs) > EXACT_MAX_PODS:
             return False
-        if sum(len(x.pod_gpus) for x in gangs) > EXACT_MAX_PODS:
-            return False
-        nodes = sum(1 for n in tree.nodes_below(region) if tree.node_clean[n])
+        usable = frozenset().union(*(g.tol_any for x in gangs for g in x.groups))
+        nodes = sum(1 for n in tree.nodes_below(region) if tree.node_clean[n] or n in usable)
         return nodes <= EXACT_MAX_NODES
 
     # ---- the outer search: leaf groups unit by unit ----------------------------------------------------------
@@ -237,14 +244,14 @@ class ExactRepack:
         return chosen if assign(0) else None
 
     def _slack(self, d: int, gangs: list[CompiledGang]) -> int:
-        return self.tree.dom_free[d] - sum(x.need for x in gangs)
+        return self.tree.dom_free[d] + self.extra.get(d, 0) - sum(x.need for x in gangs)
 
     def _caps(self, d: int) -> dict[int, int]:
         """Per pod size s: the GPUs pods of at least s GPUs can take in ``d`` (whole multiples of s per node)."""
         got = self.caps_memo.get(d)
         if got is None:
             tree = self.tree
-            frees = [tree.node_free[n] for n in tree.nodes_below(d) if tree.node_clean[n]]
+            frees = [tree.node_free[n] for n in tree.nodes_below(d) if tree.node_clean[n] or n in self.usable]
             got = self.caps_memo[d] = {s: sum(f // s * s for f in frees) for s in self.sizes}
         return got
 
@@ -307,7 +314,7 @@ class ExactRepack:
         return w
 
     def _free(self, d: int) -> int:
-        return self.tree.dom_free[d] - self.load.get(d, 0)
+        return self.tree.dom_free[d] + self.extra.get(d, 0) - self.load.get(d, 0)
 
     def _fill_units(self, leaves: list[LeafKey]) -> bool:
         """Give every leaf group a domain, one unit at a time (see the module docstring); on success the units'
@@ -363,7 +370,7 @@ class ExactRepack:
                         # a group of the same shape as the one just taken goes to a domain no earlier in path
                         # order: the two are interchangeable, so the swapped choice is the same arrangement
                         last = members[-1] if members else None
-                        floor = rank[last[1]] if last and shape[last[0]] == shape[k] and shape[k][-1] == () else -1
+                        floor = rank[last[1]] if last and shape[last[0]] == shape[k] else -1
                         for d in self._domains_in(k, u):
                             if rank[d] < floor:
                                 continue
@@ -378,7 +385,7 @@ class ExactRepack:
                         return False
                     # leave out k and every group of its shape after it: taking the first few is enough
                     j += 1
-                    while j < len(cands) and shape[cands[j]] == shape[k] and shape[k][-1] == ():
+                    while j < len(cands) and shape[cands[j]] == shape[k]:
                         j += 1
 
             def close(used: int) -> bool:
@@ -403,11 +410,14 @@ class ExactRepack:
         return True
 
     def _leaf_shape(self, key: LeafKey) -> tuple[object, ...]:
-        """Sort key of a leaf group, largest first; groups of equal shape are interchangeable unless an ancestor
-        group must lie in one domain finer than the region (then the group's own key ends the shape; () ends the
-        others', which sorts first and compares with a key)."""
-        coupled = any(self.req[(key[0], gi)] > self.rlvl for gi in self._chain(key)[1:])
-        return (-self.need[key], -self.level[key], self.own_sizes[key], key if coupled else ())
+        """Sort key of a leaf group, largest first; groups of equal shape (the same pods, level and tolerated
+        tainted nodes) are interchangeable. When an ancestor group must lie in one domain finer than the region,
+        only its other children of that shape are (the gang and parent end the shape; () ends the others', which
+        sorts first and compares with them)."""
+        chain = self._chain(key)
+        coupled = any(self.req[(key[0], gi)] > self.rlvl for gi in chain[1:])
+        tol = tuple(sorted(self.gangs[key[0]].groups[key[1]].tol)) if self.usable else ()
+        return (-self.need[key], -self.level[key], self.own_sizes[key], tol, (key[0], chain[1]) if coupled else ())
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
@@ -482,6 +492,18 @@ class ExactRepack:
         level = self.tree.dom_level
         return next((d for d in self.tree.node_path[pods[min(pods)]] if level[d] == lvl), -1)
 
+    def _node_kind(self, n: int) -> int | tuple[int, tuple[str, ...]]:
+        """What tells a node from another of the same finest domain for the search: its free GPUs when no group
+        may use a tainted node, else also the taints of one some group may use (0 free: a node of no use)."""
+        tree = self.tree
+        if not self.usable:
+            return tree.node_free[n] if tree.node_clean[n] else 0
+        if tree.node_clean[n]:
+            return (tree.node_free[n], ())
+        if n in self.usable:
+            return (tree.node_free[n], tuple(map(str, tree.node_taints[n])))
+        return (0, ())
+
     def _shape(self, d: int) -> tuple[object, ...]:
         """What makes two empty sibling domains interchangeable: free GPUs per node, per sub-domain."""
         got = self.shape_memo.get(d)
@@ -491,7 +513,7 @@ class ExactRepack:
             if children:
                 got = tuple(sorted((self._shape(c) for c in children), key=repr))
             else:
-                got = tuple(sorted(tree.node_free[n] if tree.node_clean[n] else 0 for n in tree.dom_nodes[d]))
+                got = tuple(sorted(self._node_kind(n) for n in tree.dom_nodes[d]))
             self.shape_memo[d] = got
         return got
 
@@ -501,7 +523,7 @@ class ExactRepack:
         if memo_key in self.unit_memo:
             return self.unit_memo[memo_key]
         tree = self.tree
-        nodes = [n for n in tree.nodes_below(unit) if tree.node_clean[n] and tree.node_free[n]]
+        nodes = [n for n in tree.nodes_below(unit) if (tree.node_clean[n] or n in self.usable) and tree.node_free[n]]
         pos = {n: i for i, n in enumerate(nodes)}
         free = [tree.node_free[n] for n in nodes]
         cls = [tree.node_path[n][0] for n in nodes]
@@ -509,10 +531,11 @@ class ExactRepack:
         pods: list[tuple[int, int, tuple[int, ...], LeafKey]] = []
         # per node, the GCD of the sizes of the pods that may go there: it can use only multiples of that
         step = [0] * len(nodes)
+        taints = [() if tree.node_clean[n] else tuple(map(str, tree.node_taints[n])) for n in nodes]
         for key, d in sorted(members):
-            allowed = tuple(pos[n] for n in tree.nodes_below(d) if n in pos)
             gpus = self.gangs[key[0]].pod_gpus
             group = self.gangs[key[0]].groups[key[1]]
+            allowed = tuple(pos[n] for n in tree.nodes_below(d) if n in pos and (tree.node_clean[n] or n in group.tol))
             unit_of = math.gcd(*(size for size, _ in self.own_sizes[key]))
             for j in allowed:
                 step[j] = math.gcd(step[j], unit_of)
@@ -530,10 +553,10 @@ class ExactRepack:
             state = (i, low, tuple(free))
             if state in dead:
                 return False
-            tried: set[tuple[int, int]] = set()
+            tried: set[tuple[int, int, tuple[str, ...]]] = set()
             # tightest node first: pack-to-empty inside the unit
             for j in sorted((j for j in allowed if j >= low and free[j] >= size), key=lambda j: (free[j], j)):
-                sig = (cls[j], free[j])
+                sig = (cls[j], free[j], taints[j])
                 if sig in tried:
                     continue
                 tried.add(sig)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Generator, Iterator, Mapping, Sequence
 
-from toporender.placement.compiled import CompiledGang, Group, SearchContext, compile_gang, size_counts
+from toporender.placement.compiled import NO_NODES, CompiledGang, Group, SearchContext, compile_gang, size_counts
 from toporender.placement.demand import GangDemand
 from toporender.placement.tree import ROOT, Tree
 
@@ -111,6 +111,8 @@ class Fitter:
         # per gang: the fewest GPUs a leaf group of it or of an earlier gang asks for; a domain left with fewer
         # free GPUs is a hole no gang seen so far could use (only earlier gangs count: a prefix's plan stays)
         self.hole: list[int] = []
+        # per gang: the tainted nodes it or an earlier gang tolerates, which re-arranging may fill to free others
+        self.tolerated: list[frozenset[int]] = []
         # how many of the first gangs a run has packed (gangs may be added after a run: :meth:`add`)
         self.packed = 0
         self.small_pool = sum(tree.dom_hist[ROOT]) <= HOLE_MAX_NODES
@@ -126,9 +128,10 @@ class Fitter:
         self.placed: set[int] = set()
         self.reasons: dict[int, str] = {}
         self.active: dict[int, SearchContext] = {}
-        # (required level, GPUs, largest leaf, GPUs in pods of at least each size) of gangs re-arranging could not
-        # admit; free GPUs only shrink, so a gang at least as large in all of them is not worth another search
-        self.failed: list[tuple[int, int, int, tuple[tuple[int, int], ...]]] = []
+        # (required level, GPUs, largest leaf, GPUs in pods of at least each size, tainted nodes tolerated) of gangs
+        # re-arranging could not admit; free GPUs only shrink, so a gang at least as large in all of them, that may
+        # use no more tainted nodes, is not worth another search
+        self.failed: list[tuple[int, int, int, tuple[tuple[int, int], ...], frozenset[int]]] = []
         # gangs that are never re-arranged (their placement excludes nodes)
         self.fixed: set[int] = set()
         self.add(gangs, compiled)
@@ -142,9 +145,13 @@ class Fitter:
         start = len(self.gangs)
         new = [_compiled(self.tree, start + i, g, compiled) for i, g in enumerate(gangs)]
         least = self.hole[-1] if self.hole else 1 << 60
+        tolerated = self.tolerated[-1] if self.tolerated else NO_NODES
         for x in new:
             least = min([least, *(g.need for g in x.groups if g.pods and g.need)])
             self.hole.append(least)
+            if not x.groups[0].tol_any <= tolerated:
+                tolerated = tolerated | x.groups[0].tol_any
+            self.tolerated.append(tolerated)
         self.gangs.extend(new)
 
     # ---- state changes -------------------------------------------------------------------------------------

@@ -99,9 +99,10 @@ class Packer(Repairer):
                     self.defragment(gang)
             if not ok:
                 reason = self.reason(gang)
-                shape = (gang.groups[0].req, gang.need, gang.max_leaf, pods_at_least(gang.groups[0].sizes))
+                shape = (gang.groups[0].req, gang.need, gang.max_leaf, pods_at_least(gang.groups[0].sizes),
+                         gang.groups[0].tol_any)
                 dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] and covers(shape[3], sizes)
-                                for r, n, m, sizes in self.failed)
+                                and shape[4] <= tol for r, n, m, sizes, tol in self.failed)
                 if dominated or not self.repair(gang):
                     self.reasons[gang.idx] = reason + self.exact_notes.pop(gang.idx, "")
                     if not dominated:
@@ -259,7 +260,7 @@ class GreedyPacker(Packer):
         for gang in self.gangs:
             if gang.need == 0:
                 self.placed.add(gang.idx)
-            elif gang.excluded or gang.untolerated or any(g.tol_any for g in gang.groups) or not self._greedy(gang):
+            elif gang.excluded or gang.untolerated or not self._greedy(gang):
                 self.reasons[gang.idx] = self.reason(gang)
 
     def _domains(self, w: int, lvl: int) -> list[int]:
@@ -278,9 +279,9 @@ class GreedyPacker(Packer):
         root = gang.groups[0]
         regions: list[int] = []
         for lvl in dict.fromkeys(x for x in (root.pref, root.req) if x is not None and x >= 0):
-            fits = [d for d in self._domains(ROOT, lvl) if tree.dom_free[d] >= gang.need]
+            fits = [d for d in self._domains(ROOT, lvl) if self._free(d, root.tol_any) >= gang.need]
             if self.best_fit and fits:
-                regions = [min(fits, key=lambda d: (tree.dom_free[d], tree.rank[d]))]
+                regions = [min(fits, key=lambda d: (self._free(d, root.tol_any), tree.rank[d]))]
                 break
             regions.extend(fits)
         if root.req < 0 and not (self.best_fit and regions):
@@ -305,7 +306,9 @@ class GreedyPacker(Packer):
         """Necessary: some domain of the group's level in ``region`` has its GPUs free."""
         tree = self.tree
         if g.req <= tree.dom_level[region]:
-            return tree.dom_free[region] >= g.need
+            return self._free(region, g.tol_any) >= g.need
+        if g.tol_any:
+            return any(self._free(d, g.tol_any) >= g.need for d in self._domains(region, g.req))
         lst = tree.index.get((region, g.req))
         return lst is not None and bool(lst) and tree.free_of(lst[-1]) >= g.need
 
@@ -316,16 +319,17 @@ class GreedyPacker(Packer):
         for g in leaves:
             chosen: list[tuple[int, int]] | None = None
             best: tuple[int, int] | None = None
+            own = sum(gang.pod_gpus[p] for p in g.pods)
             for d in self._domains(region, g.req):
-                if tree.dom_free[d] < g.need:
+                if self._free(d, g.tol) < own:
                     continue
-                got = self._nodes(gang, g.pods, d, local)
+                got = self._nodes(gang, g.pods, d, local, g.tol)
                 if got is None:
                     continue
                 if not self.best_fit:
                     chosen = got
                     break
-                key = (self._left(d, local), tree.rank[d])
+                key = (self._left(d, local, g.tol), tree.rank[d])
                 if best is None or key < best:
                     best, chosen = key, got
             if chosen is None:
@@ -335,16 +339,16 @@ class GreedyPacker(Packer):
             pairs.extend(chosen)
         return pairs
 
-    def _left(self, d: int, local: dict[int, int]) -> int:
-        """Free GPUs of ``d`` after this gang's pods placed so far."""
+    def _left(self, d: int, local: dict[int, int], tol: frozenset[int]) -> int:
+        """Free GPUs of ``d`` (with the tainted nodes ``tol``) after this gang's pods placed so far."""
         tree = self.tree
-        return tree.dom_free[d] - sum(tree.node_free[n] - f for n, f in local.items() if tree.inside_node(n, d))
+        return self._free(d, tol) - sum(tree.node_free[n] - f for n, f in local.items() if tree.inside_node(n, d))
 
-    def _nodes(self, gang: CompiledGang, pods: list[int], d: int,
-               local: dict[int, int]) -> list[tuple[int, int]] | None:
+    def _nodes(self, gang: CompiledGang, pods: list[int], d: int, local: dict[int, int],
+               tol: frozenset[int]) -> list[tuple[int, int]] | None:
         tree = self.tree
         clean = tree.node_clean
-        room = {n: local.get(n, tree.node_free[n]) for n in tree.nodes_below(d) if clean[n]}
+        room = {n: local.get(n, tree.node_free[n]) for n in tree.nodes_below(d) if clean[n] or n in tol}
         out = []
         for p in pods:
             size = gang.pod_gpus[p]

@@ -64,11 +64,18 @@ class Repairer(Fitter):
         tree = self.tree
         allowance = min(REPAIR_BASE_STEPS + REPAIR_STEPS_PER_GANG * (gang.idx + 1), self.spent + REPAIR_STEPS_PER_TRY)
         r = gang.groups[0].req
+        # moving earlier gangs onto tainted nodes they tolerate frees the nodes they leave: those count too
+        tol = self.tolerated[gang.idx]
         regions: list[int] = []
         for lvl in range(r, -1, -1):
-            lst = tree.index.get((ROOT, lvl), [])
-            regions.extend([tree.dom_of(k) for k in reversed(lst) if tree.free_of(k) >= gang.need][:REPAIR_REGIONS])
-        if tree.dom_free[ROOT] >= gang.need:
+            if tol:
+                roomy = sorted((d for d in tree.level_domains[lvl] if self._free(d, tol) >= gang.need),
+                               key=lambda d: (-self._free(d, tol), -tree.rank[d]))
+            else:
+                lst = tree.index.get((ROOT, lvl), [])
+                roomy = [tree.dom_of(k) for k in reversed(lst) if tree.free_of(k) >= gang.need]
+            regions.extend(roomy[:REPAIR_REGIONS])
+        if self._free(ROOT, tol) >= gang.need:
             regions.append(ROOT)
         tried: set[tuple[int, ...]] = set()
         for region in regions:
@@ -98,7 +105,7 @@ class Repairer(Fitter):
             spent = self.spent
             movable = self._inside(region)
             self.spent = spent
-            if tuple(movable) in seen or tree.dom_free[region] < gang.need:
+            if tuple(movable) in seen or self._free(region, self.tolerated[gang.idx]) < gang.need:
                 continue
             seen.add(tuple(movable))
             gs = [self.gangs[m] for m in movable] + [gang]
