@@ -626,3 +626,75 @@ def family_scale_instance(nodes: int, seed: int = 1) -> Instance:
     inv = family_inventory(rng, racks, leaf_groups=seed % 2 == 0, blocks=max(1, racks // 16),
                            zones=max(1, racks // 128))
     return Instance(seed, inv, family_gangs(rng, inv, 32))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A third family: what the first two never had. Tainted nodes and gangs that tolerate them, pods outside every
+# subgroup, gangs bound to no domain or to a rack, subgroups without a level, nodes of 2, 4 or 8 GPUs.
+
+VARIED_TAINT = Taint("gpu-maintenance", None, "NoSchedule")
+VARIED_TOLERATION = (("gpu-maintenance", None, "NoSchedule"),)
+
+VARIED_DEVELOPMENT_SEEDS = range(100, 140)
+"""Seeds of the varied family the packer was changed on: they showed the faults the family was made to find."""
+
+VARIED_HELD_OUT_SEEDS = range(8000, 8048)
+"""Seeds of the varied family for the report only, first run after the changes made on the development seeds."""
+
+
+def varied_inventory(rng: random.Random) -> tuple[Inventory, int]:
+    """2-8 racks of 2-16 nodes, mostly of one size (2, 4 or 8 GPUs), cliques of 2 or 4 nodes or the whole rack;
+    15% of nodes partly used, 10% tainted, 5% cordoned. Returns the inventory and the usual node size."""
+    base = rng.choice((2, 4, 8, 8))
+    racks = rng.randint(2, 8)
+    zones = rng.choice((1, 1, 2))
+    blocks = max(1, racks // rng.randint(1, 3))
+    nodes = []
+    for r in range(racks):
+        z, b = r * zones // racks, r * blocks // racks
+        size = rng.randint(2, 10) if base == 8 else rng.randint(4, 16)
+        gpus = base if rng.random() < 0.8 else rng.choice((2, 4, 8))
+        clique = rng.choice((2, 4, size))
+        for n in range(size):
+            used = rng.choice([u for u in (1, 2, 4, gpus) if u <= gpus]) if rng.random() < 0.15 else 0
+            taints = (VARIED_TAINT,) if rng.random() < 0.1 else ()
+            nodes.append(Node(f"z{z}-b{b}-r{r}-n{n:02d}", {"zone": f"z{z}", "block": f"z{z}-b{b}", "rack": f"r{r}",
+                                                          "clique": f"r{r}-c{n // clique}"},
+                              gpus, used, rng.random() < 0.05, taints))
+    return Inventory.of(nodes), base
+
+
+def varied_gang(rng: random.Random, key: str, base: int, rack_gpus: int) -> GangDemand:
+    """1-4 subgroups bound to a clique, a rack or nothing, and in 30% of gangs 1-3 pods outside them; the gang
+    bound to a zone, block, rack or nothing; half the gangs tolerate the family's taint."""
+    level = rng.choices(("zone", "block", "rack", None), weights=(5, 2, 1, 1))[0]
+    preferred = {"zone": "block", "block": "rack", "rack": "clique", None: rng.choice(("zone", "rack"))}[level]
+    tolerations = VARIED_TOLERATION if rng.random() < 0.5 else ()
+    subs, pods, pod_sub = [], [], []
+    for s in range(rng.choices((1, 2, 3, 4), weights=(3, 3, 2, 1))[0]):
+        g = rng.choice([x for x in (1, 2, 4, 8) if x <= base] or [1])
+        sub_level = rng.choices(("clique", "rack", None), weights=(3, 4, 1))[0]
+        top = max(1, (rack_gpus if sub_level != "clique" else rack_gpus // 3) // g)
+        sp = tuple(PodDemand(f"s{s}-{i}", g, tolerations) for i in range(rng.randint(1, top)))
+        subs.append(SubgroupDemand(f"s{s}", None, LevelConstraint(sub_level), sp))
+        pods.extend(sp)
+        pod_sub.extend((p.name, f"s{s}") for p in sp)
+    if rng.random() < 0.3:
+        pods.extend(PodDemand(f"x{i}", rng.choice([x for x in (1, 2, 4) if x <= base]), tolerations)
+                    for i in range(rng.randint(1, 3)))
+    return GangDemand(key, key, LevelConstraint(level, preferred), tuple(subs), tuple(pods), tuple(pod_sub))
+
+
+def varied_instance(seed: int) -> Instance:
+    """A small instance of the varied family for the exact oracle; demand 1.0-1.5x the free GPUs."""
+    rng = random.Random(seed)
+    inv, base = varied_inventory(rng)
+    free = sum(n.free_gpus for n in inv.nodes if not n.unschedulable)
+    factor = rng.uniform(1.0, 1.5)
+    out: list[GangDemand] = []
+    total = 0
+    while total < factor * free:
+        g = varied_gang(rng, f"g{len(out):05d}", base, base * 6)
+        out.append(g)
+        total += g.gpus
+    return Instance(seed, inv, tuple(out))

@@ -1,15 +1,18 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
-Usage: python benchmarks/placement/quality.py [--family nvl72|mixed] [--set tuning|development|development-2|
-held-out|held-out-2|held-out-3] [--seeds N] [--first S] [--verbose]
+Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied] [--set tuning|development|
+development-2|held-out|held-out-2|held-out-3] [--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and
 cordoned nodes, several gang shapes): ``--set tuning``, ``--set development`` and ``--set development-2``
 the seeds it may be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint
-seeds kept for reports. Prints a summary table: average / worst share of the optimum, instances where the
-packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs every packer placed),
-stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per instance.
+seeds kept for reports. ``varied`` is a third family with what the others lack (tainted nodes and gangs that
+tolerate them, pods outside every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes):
+``--set development`` (changes were made on it) and ``--set held-out``. Prints a summary table: average /
+worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average domains
+spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than the
+smallest subgroup) and the time per instance.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from instances import (  # noqa: E402
     HELD_OUT_SEEDS,
     LEVELS,
     TUNING_SEEDS,
+    VARIED_DEVELOPMENT_SEEDS,
+    VARIED_HELD_OUT_SEEDS,
     Instance,
     arrival_optimum,
     bestfit_run,
@@ -39,6 +44,7 @@ from instances import (  # noqa: E402
     family_instance,
     firstfit_run,
     small_instance,
+    varied_instance,
 )
 
 from toporender.placement.packer import pack  # noqa: E402
@@ -70,6 +76,8 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
 SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2": DEVELOPMENT_2_SEEDS,
         "held-out": HELD_OUT_SEEDS, "held-out-2": HELD_OUT_2_SEEDS, "held-out-3": HELD_OUT_3_SEEDS}
 """The mixed family's seed sets (``--set``)."""
+VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "held-out": VARIED_HELD_OUT_SEEDS}
+"""The varied family's seed sets."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
 BASELINES: dict[str, Baseline] = {
@@ -84,9 +92,9 @@ def share(placed: int, opt: int) -> float:
 
 
 def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0) -> list[list[str]]:
-    make = family_instance if family == "mixed" else small_instance
-    levels = FAMILY_LEVELS if family == "mixed" else LEVELS
-    span_levels = ("clique", "rack", "block") if family == "mixed" else ("rack", "block")
+    make = {"mixed": family_instance, "varied": varied_instance}.get(family, small_instance)
+    levels = LEVELS if family == "nvl72" else FAMILY_LEVELS
+    span_levels = ("rack", "block") if family == "nvl72" else ("clique", "rack", "block")
     names = ["ours", *BASELINES]
     rows: dict[str, list[tuple[float, list[float], int, float]]] = {name: [] for name in names}
     below = dict.fromkeys(BASELINES, 0)
@@ -141,16 +149,19 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=("nvl72", "mixed"), default="nvl72")
+    ap.add_argument("--family", choices=("nvl72", "mixed", "varied"), default="nvl72")
     ap.add_argument("--set", choices=tuple(SETS), default="tuning",
-                    help="with --family mixed: seeds to tune on (tuning, development) or a held-out set")
+                    help="with --family mixed or varied: seeds to tune on (tuning, development) or a held-out set")
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
     ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per exact solve of the oracle")
     args = ap.parse_args()
-    if args.family == "mixed":
-        chosen = SETS[args.set]
+    if args.family in ("mixed", "varied"):
+        sets = SETS if args.family == "mixed" else VARIED_SETS
+        if args.set not in sets:
+            raise SystemExit(f"the {args.family} family has the sets {', '.join(sets)}")
+        chosen = sets[args.set]
         first = chosen.start if args.first is None else args.first
         seeds = range(first, first + (len(chosen) if args.seeds is None else args.seeds))
         if set(seeds) - set(chosen):
@@ -161,7 +172,7 @@ def main() -> None:
         seeds = range(first, first + (40 if args.seeds is None else args.seeds))
     table = run(seeds, args.verbose, args.family, args.time_limit)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    what = f"{args.family} family, {args.set} set" if args.family == "mixed" else "random fragmented instances"
+    what = "random fragmented instances" if args.family == "nvl72" else f"{args.family} family, {args.set} set"
     print(f"quality on {len(seeds)} {what} (seeds {seeds.start}..{seeds.stop - 1})")
     print("* spans averaged over the gangs every packer placed; stranded = free GPUs in racks smaller than the "
           "smallest subgroup")
