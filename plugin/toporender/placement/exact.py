@@ -94,6 +94,9 @@ class ExactRepack:
         self.level = {k: max(self.req[k], rlvl) for k in self.leaves}
         self.unit_level = min(self.level.values(), default=rlvl)
         self.load: dict[int, int] = {}
+        # GPUs per domain of the groups that may use no tainted node (only when some group may): they must fit
+        # the domain's untainted free GPUs
+        self.strict_load: dict[int, int] = {}
         self.fixed: dict[LeafKey, int] = {}
         self.members: dict[int, list[tuple[LeafKey, int]]] = {}
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
@@ -277,14 +280,14 @@ class ExactRepack:
         unit_level = min(level.values(), default=self.rlvl)
         prev_unit = self.unit_level
         self.unit_level = unit_level
-        state = self.load, self.fixed, self.members
-        self.load, self.fixed, self.members = {}, {}, {}
+        state = self.load, self.strict_load, self.fixed, self.members
+        self.load, self.strict_load, self.fixed, self.members = {}, {}, {}, {}
         try:
             if not self._fill_units(keys):
                 return None
             return [(unit, tuple(sorted(m))) for unit, m in sorted(self.members.items()) if m]
         finally:
-            self.load, self.fixed, self.members = state
+            self.load, self.strict_load, self.fixed, self.members = state
             self.region, self.rlvl = saved
             self.unit_level = prev_unit
 
@@ -441,13 +444,20 @@ class ExactRepack:
         of the same shape only the first."""
         tree = self.tree
         need = self.need[key]
+        strict = self._strict(key)
+        if strict and tree.dom_free[u] - self.strict_load.get(u, 0) < need:
+            return []
+
+        def room(d: int) -> bool:
+            return self._free(d) >= need and (not strict or tree.dom_free[d] - self.strict_load.get(d, 0) >= need)
+
         w = self._within(key)
         base = w if tree.dom_level[w] > tree.dom_level[u] else u
         lvl = self.level[key]
         if lvl <= tree.dom_level[base]:
-            return [base] if self._free(base) >= need else []
+            return [base] if room(base) else []
         doms = [tree.dom_of(x) for x in tree.index.get((base, lvl), [])]
-        fits = sorted((d for d in doms if self._free(d) >= need), key=lambda d: (self._free(d) - need, tree.rank[d]))
+        fits = sorted((d for d in doms if room(d)), key=lambda d: (self._free(d) - need, tree.rank[d]))
         out = []
         seen: set[tuple[object, ...]] = set()
         for d in fits:
@@ -472,14 +482,24 @@ class ExactRepack:
         need = self.need[key]
         for a in tree.dom_anc[d]:
             self.load[a] = self.load.get(a, 0) + need
+        if self._strict(key):
+            for a in tree.dom_anc[d]:
+                self.strict_load[a] = self.strict_load.get(a, 0) + need
         return fixes
 
     def _unput(self, key: LeafKey, d: int, fixes: list[LeafKey]) -> None:
         need = self.need[key]
         for a in self.tree.dom_anc[d]:
             self.load[a] -= need
+        if self._strict(key):
+            for a in self.tree.dom_anc[d]:
+                self.strict_load[a] -= need
         for k in fixes:
             del self.fixed[k]
+
+    def _strict(self, key: LeafKey) -> bool:
+        """Whether the group may use no tainted node while another group of the search may."""
+        return bool(self.usable) and not self.gangs[key[0]].groups[key[1]].tol
 
     def _was(self, gang: int, lvl: int) -> int:
         """The level-``lvl`` domain of the gang's first pod before the search, or -1.
