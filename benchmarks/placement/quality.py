@@ -9,10 +9,10 @@ cordoned nodes, several gang shapes): ``--set tuning``, ``--set development`` an
 the seeds it may be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint
 seeds kept for reports. ``varied`` is a third family with what the others lack (tainted nodes and gangs that
 tolerate them, pods outside every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes):
-``--set development`` (changes were made on it) and ``--set held-out``. Prints a summary table: average /
-worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average domains
-spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than the
-smallest subgroup) and the time per instance.
+``--set development`` (changes were made on it), ``--set held-out`` and ``--set held-out-2``. Prints a
+summary table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a
+baseline, average domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in
+racks smaller than the smallest subgroup) and the time per instance.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from instances import (  # noqa: E402
     LEVELS,
     TUNING_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
+    VARIED_HELD_OUT_2_SEEDS,
     VARIED_HELD_OUT_SEEDS,
     Instance,
     arrival_optimum,
@@ -76,7 +77,8 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
 SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2": DEVELOPMENT_2_SEEDS,
         "held-out": HELD_OUT_SEEDS, "held-out-2": HELD_OUT_2_SEEDS, "held-out-3": HELD_OUT_3_SEEDS}
 """The mixed family's seed sets (``--set``)."""
-VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "held-out": VARIED_HELD_OUT_SEEDS}
+VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "held-out": VARIED_HELD_OUT_SEEDS,
+               "held-out-2": VARIED_HELD_OUT_2_SEEDS}
 """The varied family's seed sets."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]

@@ -1,6 +1,6 @@
 """Stability: pack every prefix of the arrival order and count how often appending one gang moves earlier ones.
 
-Usage: python benchmarks/placement/stability.py [--seeds N] [--family nvl72|mixed]
+Usage: python benchmarks/placement/stability.py [--seeds N] [--family nvl72|mixed|varied]
 A move is allowed only when the appended gang would otherwise be dropped; the script fails if any earlier gang
 moves while the appended gang is not placed, or if an earlier gang is dropped except when a greedy baseline's
 plan, placing more GPUs with the appended gang, replaced the packer's (counted apart).
@@ -14,7 +14,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import FAMILY_LEVELS, LEVELS, TUNING_SEEDS, family_instance, small_instance  # noqa: E402
+from instances import (  # noqa: E402
+    FAMILY_LEVELS,
+    LEVELS,
+    TUNING_SEEDS,
+    VARIED_DEVELOPMENT_SEEDS,
+    family_instance,
+    small_instance,
+    varied_instance,
+)
 
 from toporender.placement.packer import pack  # noqa: E402
 
@@ -22,12 +30,16 @@ from toporender.placement.packer import pack  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the mixed tuning set's)")
-    ap.add_argument("--family", choices=("nvl72", "mixed"), default="nvl72",
-                    help="the first generator or the mixed family, whose repairs run the exact search most")
+    ap.add_argument("--first", type=int, default=None,
+                    help="first seed (default: 1000, the mixed tuning set's or the varied development set's)")
+    ap.add_argument("--family", choices=("nvl72", "mixed", "varied"), default="nvl72",
+                    help="the first generator, the mixed family (whose repairs run the exact search most) or the "
+                         "varied one (taints and tolerations)")
     args = ap.parse_args()
-    make, levels = (family_instance, FAMILY_LEVELS) if args.family == "mixed" else (small_instance, LEVELS)
-    first = args.first if args.first is not None else TUNING_SEEDS.start if args.family == "mixed" else 1000
+    make, levels, start = {"nvl72": (small_instance, LEVELS, 1000),
+                           "mixed": (family_instance, FAMILY_LEVELS, TUNING_SEEDS.start),
+                           "varied": (varied_instance, FAMILY_LEVELS, VARIED_DEVELOPMENT_SEEDS.start)}[args.family]
+    first = args.first if args.first is not None else start
     appended = unchanged = moved_to_admit = replaced = 0
     for seed in range(first, first + args.seeds):
         inst = make(seed)
