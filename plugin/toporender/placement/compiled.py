@@ -165,6 +165,7 @@ def _untolerated(tree: Tree, pods: list[PodDemand]) -> str:
                 return f"pod {p.name} does not tolerate the taint {t}"
     return ""
 
+
 def tolerated(tree: Tree, pods: Sequence[PodDemand]) -> frozenset[int]:
     """The tainted nodes (ids) whose every hard taint each of ``pods`` tolerates."""
     tainted = tree.tainted_nodes
