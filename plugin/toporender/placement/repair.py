@@ -29,7 +29,7 @@ EXACT_STEPS = 150_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`)."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
-EXACT_REGIONS = 2
+EXACT_REGIONS = 3
 """Small regions searched exactly per gang that the bounded repair could not admit."""
 POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
@@ -95,7 +95,8 @@ class Repairer(Fitter):
         Runs only after the bounded search failed, so it changes no plan the bounded search already admits."""
         tree = self.tree
         searched = 0
-        seen: set[tuple[int, ...]] = set()
+        # a wider region holding the same gangs is a new search only if it has more free GPUs
+        seen: set[tuple[tuple[int, ...], int]] = set()
         for region in regions:
             if searched >= EXACT_REGIONS:
                 break
@@ -105,9 +106,10 @@ class Repairer(Fitter):
             spent = self.spent
             movable = self._inside(region)
             self.spent = spent
-            if tuple(movable) in seen or self._free(region, self.tolerated[gang.idx]) < gang.need:
+            free = self._free(region, self.tolerated[gang.idx])
+            if (tuple(movable), free) in seen or free < gang.need:
                 continue
-            seen.add(tuple(movable))
+            seen.add((tuple(movable), free))
             gs = [self.gangs[m] for m in movable] + [gang]
             if not ExactRepack.applies(tree, region, gs):
                 continue
