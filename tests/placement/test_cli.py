@@ -308,3 +308,33 @@ def test_commands_that_start_no_workers_do_not_import_them() -> None:
                           text=True, check=True, env={**os.environ, "TOPORENDER_NO_CACHE": "1"})
     assert proc.stdout.startswith("apiVersion") or proc.stdout.startswith("---")
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("tolerated", [True, False])
+def test_a_pool_whose_nodes_all_carry_the_gpu_taint(tmp_path: Path, tolerated: bool) -> None:
+    """examples/multi-rack-zone with nvidia.com/gpu=present:NoSchedule on every node: with a pod template that
+    tolerates it the plan is the example's own; without one each gang says which pod lacks the toleration."""
+    import re
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "multi-rack-zone", repo)
+    nodes = repo / "inventory" / "nodes.yaml"
+    nodes.write_text(re.sub(r"(\n- name: [^\n]+\n  gpus: \d+\n)",
+                            r"\1  taints:\n  - {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n",
+                            nodes.read_text()))
+    if tolerated:
+        config = repo / "toporender.yaml"
+        config.write_text(config.read_text().replace("    queue: team-llm\n", "    queue: team-llm\n"
+                                                     "    common_pod_template: [gpu-tolerations]\n", 1)
+                          + "pod_templates:\n  gpu-tolerations:\n    spec:\n      tolerations:\n"
+                            "      - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n")
+    got = run("plan", str(repo), "--format", "json")
+    assert got.exit_code == 0, got.output
+    plan = json.loads(got.stdout)
+    example = json.loads(run("plan", str(ROOT / "examples" / "multi-rack-zone"), "--format", "json").stdout)
+    if tolerated:
+        assert plan == example
+    else:
+        gangs = [g for pool in plan.values() for g in pool["gangs"]]
+        assert gangs and not any(g["placed"] for g in gangs)
+        assert "does not tolerate the taint nvidia.com/gpu=present:NoSchedule" in json.dumps(plan)
