@@ -52,13 +52,35 @@ NEIGHBOURHOODS = [
 ]
 
 
-@pytest.mark.parametrize(("seed", "picked"), NEIGHBOURHOODS, ids=[f"{s}-{p[-1]}" for s, p in NEIGHBOURHOODS])
-def test_agrees_with_the_exact_solver(seed: int, picked: tuple[int, ...]) -> None:
-    """The search ends within its steps, finds an arrangement exactly when HiGHS finds one, and the arrangement
-    keeps node capacities and every group's required domain."""
-    from instances import FAMILY_LEVELS, family_instance, mip_feasible
+# The same from the varied family: tainted nodes some gangs tolerate, pods outside subgroups, gangs bound to no
+# domain; the first four cannot be placed together, the others can.
+VARIED_NEIGHBOURHOODS = [
+    (133, (0, 1, 2)),
+    (133, (0, 1, 3)),
+    (134, (0, 1, 2, 5)),
+    (132, (0,)),
+    (101, (1, 2, 3)),
+    (106, (0, 1, 2)),
+    (120, (0, 1, 2, 4, 5)),
+    (126, (0, 1, 2, 3, 4, 5, 6, 8)),
+    (128, (0, 1, 2, 3, 4, 5)),
+    (134, (0, 1, 2)),
+]
 
-    inst = family_instance(seed)
+
+ALL_NEIGHBOURHOODS = [("mixed", s, p) for s, p in NEIGHBOURHOODS] + [("varied", s, p) for s, p in VARIED_NEIGHBOURHOODS]
+
+
+@pytest.mark.parametrize(("family", "seed", "picked"), ALL_NEIGHBOURHOODS,
+                         ids=[f"{f}-{s}-{p[-1]}" for f, s, p in ALL_NEIGHBOURHOODS])
+def test_agrees_with_the_exact_solver(family: str, seed: int, picked: tuple[int, ...]) -> None:
+    """The search ends within its steps, finds an arrangement exactly when HiGHS finds one, and the arrangement
+    keeps node capacities, taints and every group's required domain."""
+    from instances import FAMILY_LEVELS, family_instance, mip_feasible, varied_instance
+
+    from toporender.placement.inventory import tolerates
+
+    inst = (family_instance if family == "mixed" else varied_instance)(seed)
     tree = Tree(inst.inventory, FAMILY_LEVELS, {})
     compiled = Packer(tree, inst.gangs).gangs
     gangs = [compiled[i] for i in picked]
@@ -75,8 +97,10 @@ def test_agrees_with_the_exact_solver(seed: int, picked: tuple[int, ...]) -> Non
     for x in gangs:
         pods = found[x.idx]
         assert sorted(pods) == list(range(len(x.pod_gpus)))
+        demands = {d.name: d for d in x.demand.pods}
         for p, n in pods.items():
-            assert tree.node_clean[n]
+            tolerations = demands[x.pod_names[p]].tolerations
+            assert tree.node_ok[n] and all(tolerates(tolerations, t) for t in tree.node_taints[n])
             used[n] = used.get(n, 0) + x.pod_gpus[p]
         for gi, g in enumerate(x.groups):
             below = [pods[p] for sub in _subtree(x, gi) for p in x.groups[sub].pods]
