@@ -7,7 +7,7 @@ of the packer's code: they work on the inventory and the gang demands directly.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -702,3 +702,11 @@ def varied_instance(seed: int) -> Instance:
         out.append(g)
         total += g.gpus
     return Instance(seed, inv, tuple(out))
+
+
+FAMILIES: dict[str, tuple[Callable[[int], Instance], tuple[str, ...]]] = {
+    "nvl72": (small_instance, LEVELS),
+    "mixed": (family_instance, FAMILY_LEVELS),
+    "varied": (varied_instance, FAMILY_LEVELS),
+}
+"""Each instance family by name (the benchmarks' ``--family``): its generator and its pool's levels."""

@@ -29,11 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from instances import (  # noqa: E402
     DEVELOPMENT_2_SEEDS,
     DEVELOPMENT_SEEDS,
-    FAMILY_LEVELS,
+    FAMILIES,
     HELD_OUT_2_SEEDS,
     HELD_OUT_3_SEEDS,
     HELD_OUT_SEEDS,
-    LEVELS,
     TUNING_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
@@ -42,10 +41,7 @@ from instances import (  # noqa: E402
     arrival_optimum,
     bestfit_run,
     check_plan,
-    family_instance,
     firstfit_run,
-    small_instance,
-    varied_instance,
 )
 
 from toporender.placement.packer import pack  # noqa: E402
@@ -94,8 +90,7 @@ def share(placed: int, opt: int) -> float:
 
 
 def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0) -> list[list[str]]:
-    make = {"mixed": family_instance, "varied": varied_instance}.get(family, small_instance)
-    levels = LEVELS if family == "nvl72" else FAMILY_LEVELS
+    make, levels = FAMILIES[family]
     span_levels = ("rack", "block") if family == "nvl72" else ("clique", "rack", "block")
     names = ["ours", *BASELINES]
     rows: dict[str, list[tuple[float, list[float], int, float]]] = {name: [] for name in names}
@@ -151,7 +146,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=("nvl72", "mixed", "varied"), default="nvl72")
+    ap.add_argument("--family", choices=tuple(FAMILIES), default="nvl72")
     ap.add_argument("--set", choices=tuple(SETS), default="tuning",
                     help="with --family mixed or varied: seeds to tune on (tuning, development) or a held-out set")
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")

@@ -14,15 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import (  # noqa: E402
-    FAMILY_LEVELS,
-    LEVELS,
-    TUNING_SEEDS,
-    VARIED_DEVELOPMENT_SEEDS,
-    family_instance,
-    small_instance,
-    varied_instance,
-)
+from instances import FAMILIES, TUNING_SEEDS, VARIED_DEVELOPMENT_SEEDS  # noqa: E402
 
 from toporender.placement.packer import pack  # noqa: E402
 
@@ -32,13 +24,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--first", type=int, default=None,
                     help="first seed (default: 1000, the mixed tuning set's or the varied development set's)")
-    ap.add_argument("--family", choices=("nvl72", "mixed", "varied"), default="nvl72",
+    ap.add_argument("--family", choices=tuple(FAMILIES), default="nvl72",
                     help="the first generator, the mixed family (whose repairs run the exact search most) or the "
                          "varied one (taints and tolerations)")
     args = ap.parse_args()
-    make, levels, start = {"nvl72": (small_instance, LEVELS, 1000),
-                           "mixed": (family_instance, FAMILY_LEVELS, TUNING_SEEDS.start),
-                           "varied": (varied_instance, FAMILY_LEVELS, VARIED_DEVELOPMENT_SEEDS.start)}[args.family]
+    make, levels = FAMILIES[args.family]
+    start = {"nvl72": 1000, "mixed": TUNING_SEEDS.start, "varied": VARIED_DEVELOPMENT_SEEDS.start}[args.family]
     first = args.first if args.first is not None else start
     appended = unchanged = moved_to_admit = replaced = 0
     for seed in range(first, first + args.seeds):
