@@ -49,6 +49,11 @@ UnitKey = tuple[int, tuple[tuple[LeafKey, int], ...]]
 """A unit and the leaf groups in it with their domains (sorted): the key of a unit's remembered answer."""
 
 
+def _tolerated_by(gangs: Sequence[CompiledGang]) -> frozenset[int]:
+    """The tainted nodes some group of ``gangs`` tolerates (a gang's root group holds its groups' union)."""
+    return frozenset().union(*(x.groups[0].tol_any for x in gangs))
+
+
 class OutOfSteps(Exception):
     """The step budget ran out."""
 
@@ -77,7 +82,7 @@ class ExactRepack:
                 self.req[(x.idx, gi)] = r
         self.region = region
         self.gangs = {g.idx: g for g in gangs}
-        self.usable = frozenset().union(*(g.tol_any for x in gangs for g in x.groups))
+        self.usable = _tolerated_by(gangs)
         """Tainted nodes some group of the search tolerates; their GPUs count in every capacity bound, and a
         group's pods go only to those its own pods all tolerate."""
         self.extra: dict[int, int] = {}
@@ -164,7 +169,7 @@ class ExactRepack:
         """Small enough, and nothing the search does not model (excluded nodes)."""
         if any(x.excluded for x in gangs) or sum(len(x.pod_gpus) for x in gangs) > EXACT_MAX_PODS:
             return False
-        usable = frozenset().union(*(g.tol_any for x in gangs for g in x.groups))
+        usable = _tolerated_by(gangs)
         nodes = sum(1 for n in tree.nodes_below(region) if tree.node_clean[n] or n in usable)
         return nodes <= EXACT_MAX_NODES
 
