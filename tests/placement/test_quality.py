@@ -138,7 +138,9 @@ VARIED = [
     (123, 61, "regions count the tainted nodes earlier gangs tolerate (77%)"),
     (127, 127, "greedy baselines place tolerating gangs too, so ours no longer trails first-fit (96%)"),
     (135, 281, "a gang's pods outside its subgroups counted once: no false proof of no arrangement (86%)"),
+    (141, 104, "an earlier gang lifted and placed again after the new one admits it (99%)"),
     (170, 258, "the pool is searched after two zones holding the same earlier gangs failed (90%)"),
+    (177, 202, "two earlier gangs lifted where an exact search of the zone ran out of 5 million steps (93%)"),
 ]
 
 
@@ -152,3 +154,17 @@ def test_varied_family_rows(seed: int, gpus: int, why: str) -> None:
     assert plan.placed_gpus == gpus, why
     placed = {g.key: g.gpus for g in inst.gangs}
     assert plan.placed_gpus >= sum(placed[k] for k in firstfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs))
+
+
+def test_an_ejection_that_costs_later_gangs_more_is_not_kept() -> None:
+    """Lifting two earlier gangs admits g00004 (48 GPUs), but leaves no zone room for g00005 and g00006 (64):
+    the run that does not lift gangs places more, and g00004's reason says so."""
+    from instances import FAMILY_LEVELS, check_plan, varied_instance
+
+    inst = varied_instance(227)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
+    assert plan.placed_gpus == 288
+    assert plan.gangs["g00005"].placed and plan.gangs["g00006"].placed
+    assert plan.gangs["g00004"].reason.startswith(
+        "g00004: left out so that more GPUs are placed in total (288 against 272 with it placed); ")

@@ -122,6 +122,7 @@ class Fitter:
         self.lca: dict[int, int] = {}
         self.spent = 0
         self.exact_spent = 0
+        self.eject_spent = 0
         self.exact_notes: dict[int, str] = {}
         """Per gang the exact search could not admit, what it found (see ``Repairer._exact_note``)."""
         self.moved: set[int] = set()

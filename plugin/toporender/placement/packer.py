@@ -402,10 +402,18 @@ def pack(
         packer.run()
         if len(tree.node_names) <= GREEDY_MAX_NODES and packer.reasons:
             # Never below a greedy baseline: on pools small enough to pack three times, plain first-fit and
-            # Kueue's BestFit run too, and a plan that places more GPUs (then more gangs) replaces the packer's.
+            # Kueue's BestFit run too (and the packer without lifting gangs, when a lift admitted one: such a gang
+            # can leave later, larger ones no room), and a plan that places more GPUs (then more gangs) replaces
+            # the packer's.
             # Ties keep the packer's, and each run is stable under appends, so an appended gang that fits the
             # chosen plan adds the same GPUs to it as at most to any other: the choice, and every placement, stay.
             runs = [(tree, packer)]
+            if packer.ejected:
+                other_tree = Tree(inventory, levels, node_selector or {})
+                other = Packer(other_tree, gangs)
+                other.ejects = False
+                other.run()
+                runs.append((other_tree, other))
             for best_fit in (False, True):
                 other_tree = Tree(inventory, levels, node_selector or {})
                 other = GreedyPacker(other_tree, gangs, best_fit)

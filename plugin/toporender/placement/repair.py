@@ -10,6 +10,7 @@ work.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 
 from toporender.placement import fit
@@ -35,6 +36,12 @@ POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
 """Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail."""
+EJECT_CANDIDATES = 12
+"""Earlier gangs of a region an ejection may choose from (the smallest first)."""
+EJECT_MAX_LIFTED = 3
+"""Earlier gangs one ejection lifts at most (each set in every order: the lifted gangs are placed in turn)."""
+EJECT_RUN_STEPS = 200_000
+"""Steps of all ejections of one run together."""
 
 
 def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
@@ -46,6 +53,11 @@ def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
 
 class Repairer(Fitter):
     """A :class:`Fitter` that may also re-pack earlier gangs to admit a new one."""
+
+    ejects = True
+    """Whether a gang the region searches could not admit is tried by lifting a few earlier gangs (:meth:`_eject`)."""
+    ejected = 0
+    """Gangs admitted so."""
 
     # ---- re-arranging earlier gangs ------------------------------------------------------------------------------
     def _inside(self, region: int) -> list[int]:
@@ -87,7 +99,92 @@ class Repairer(Fitter):
             tried.add(movable)
             if self._repack(gang, region, list(movable), allowance):
                 return True
-        return self._exact(gang, regions)
+        return self._exact(gang, regions) or self._eject(gang, regions)
+
+    def _eject(self, gang: CompiledGang, regions: list[int]) -> bool:
+        """Lift one to three earlier gangs of a small region, place ``gang``, then place the lifted ones again
+        wherever their own constraints allow; of the tries that admit ``gang``, keep the one that leaves the
+        most room for later gangs (:meth:`_room`).
+
+        Runs only after the whole-region searches failed. Those re-pack every gang of the region from nothing, and
+        in a tight region (a few free GPUs left, many one-GPU pods) a depth-first search can spend millions of
+        steps without reaching an arrangement that differs from the plan by one or two gangs only. Each try is a
+        few greedy placements, and their steps are counted per run, so the result depends on steps only.
+        The first admitting try was often a cramped one that cost a larger later gang its place."""
+        tree = self.tree
+        if not self.ejects or sum(tree.dom_hist[ROOT]) > EXACT_MAX_NODES:
+            return False
+        seen: set[tuple[int, ...]] = set()
+        best: tuple[tuple[int, ...], tuple[int, ...], dict[int, list[tuple[int, int]]]] | None = None
+        for region in regions:
+            spent = self.spent
+            movable = self._inside(region)
+            self.spent = spent
+            if not movable or tuple(movable) in seen:
+                continue
+            seen.add(tuple(movable))
+            order = sorted(movable, key=lambda m: (self.gangs[m].need, m))[:EJECT_CANDIDATES]
+            for lifted in (p for k in range(1, EJECT_MAX_LIFTED + 1) for p in itertools.permutations(order, k)):
+                if self.eject_spent >= EJECT_RUN_STEPS:
+                    break
+                got = self._eject_try(gang, region, lifted)
+                if got is not None and (best is None or got[0] > best[0]):
+                    best = (got[0], lifted, got[1])
+        if best is None:
+            return False
+        _, chosen, found = best
+        before = {m: dict(self.assign.get(m, {})) for m in chosen}
+        for m in chosen:
+            self._release(m)
+            del self.lca[m]
+            self.placed.discard(m)
+        for x, pairs in found.items():
+            deltas: dict[int, int] = {}
+            for pod, node in pairs:
+                deltas[node] = deltas.get(node, 0) + self.gangs[x].pod_gpus[pod]
+            self._take(None, x, pairs, deltas)
+            self.lca[x] = self._lca(x)
+            self.placed.add(x)
+        self._polish([gang, *(self.gangs[m] for m in chosen)], ROOT)
+        self.moved.update(m for m in chosen if self.assign.get(m, {}) != before[m])
+        self.ejected += 1
+        self.exact_notes.pop(gang.idx, None)
+        return True
+
+    def _eject_try(self, gang: CompiledGang, region: int, lifted: tuple[int, ...]
+                   ) -> tuple[tuple[int, ...], dict[int, list[tuple[int, int]]]] | None:
+        """One ejection: lift ``lifted``, place ``gang`` in ``region``, re-place the lifted gangs in the pool.
+        Undone either way; returns the room it leaves and the pods of the gangs it placed, if it admits ``gang``."""
+        saved = {m: self.lca[m] for m in lifted}
+        mark = len(self.log)
+        for m in lifted:
+            self._release(m)
+            del self.lca[m]
+            self.placed.discard(m)
+        ok, steps = self.place(gang, region, fit.GANG_STEPS)
+        self.eject_spent += steps + 1
+        for m in lifted if ok else ():
+            ok, steps = self.place(self.gangs[m], ROOT, fit.GANG_STEPS)
+            self.eject_spent += steps
+            if not ok:
+                break
+        got = None
+        if ok:
+            got = self._room(), {x: sorted(self.assign.get(x, {}).items()) for x in (gang.idx, *lifted)}
+        self._rollback(mark, None)
+        for x in (gang.idx, *lifted):
+            self.lca.pop(x, None)
+            self.placed.discard(x)
+        self.lca.update(saved)
+        self.placed.update(saved)
+        return got
+
+    def _room(self) -> tuple[int, ...]:
+        """The most free GPUs in one domain of each level, coarsest first: what a later gang bound to a domain
+        can hope for."""
+        tree = self.tree
+        return tuple(tree.free_of(lst[-1]) if (lst := tree.index.get((ROOT, lvl))) else 0
+                     for lvl in range(len(tree.level_domains)))
 
     def _exact(self, gang: CompiledGang, regions: list[int]) -> bool:
         """Re-pack the gangs of a small region together with ``gang`` exactly (within a fixed step budget).
