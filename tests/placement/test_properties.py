@@ -58,12 +58,13 @@ def test_appending_a_gang_never_moves_placed_gangs_when_it_fits(seed: int, n: in
         # a gang that does not fit leaves every earlier placement exactly as it was
         assert same
     elif not same:
-        # earlier gangs move only to admit the new one, flagged; one is dropped only when a greedy baseline's plan
-        # places more GPUs, and it is flagged and told so
+        # earlier gangs move only to admit the new one, flagged; one is dropped only when another run's plan
+        # places more GPUs (or as many in more gangs), and it is flagged and told so
         dropped = [k for k, g in before.gangs.items() if g.placed and not after.gangs[k].placed]
-        assert all(after.gangs[k].moved and "left out so that more GPUs" in (after.gangs[k].reason or "")
+        assert all(after.gangs[k].moved and "left out so that more " in (after.gangs[k].reason or "")
                    for k in dropped)
-        assert not dropped or after.placed_gpus > before.placed_gpus
+        count = [sum(g.placed for g in plan.gangs.values()) for plan in (before, after)]
+        assert not dropped or (after.placed_gpus, count[1]) >= (before.placed_gpus, count[0])
         assert any(after.gangs[k].moved for k in before.gangs)
 
 

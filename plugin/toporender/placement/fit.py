@@ -123,6 +123,7 @@ class Fitter:
         self.spent = 0
         self.exact_spent = 0
         self.eject_spent = 0
+        self.eject_exact_spent = 0
         self.exact_notes: dict[int, str] = {}
         """Per gang the exact search could not admit, what it found (see ``Repairer._exact_note``)."""
         self.moved: set[int] = set()

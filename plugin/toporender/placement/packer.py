@@ -447,12 +447,14 @@ def _explain_switch(main: Packer, before: Packer, chosen: Packer) -> None:
         if other is not chosen:
             moved |= {i for i in other.placed if other.assign.get(i) != chosen.assign.get(i)}
     chosen.moved = moved
-    ours = _outcome(main, len(main.gangs))[0]
-    theirs = _outcome(chosen, len(chosen.gangs))[0]
+    ours = _outcome(main, len(main.gangs))
+    theirs = _outcome(chosen, len(chosen.gangs))
+    why = (f"more GPUs are placed in total ({theirs[0]} against {ours[0]} with it placed)" if theirs[0] > ours[0]
+           else f"more gangs are placed ({theirs[1]} against {ours[1]} with it placed, {ours[0]} GPUs either way)")
     for i in sorted(main.placed - chosen.placed):
         gang = chosen.gangs[i]
-        chosen.reasons[i] = (f"{gang.demand.display}: left out so that more GPUs are placed in total ({theirs} "
-                             f"against {ours} with it placed); {chosen.reasons.get(i, 'it does not fit then')}")
+        chosen.reasons[i] = (f"{gang.demand.display}: left out so that {why}; "
+                             f"{chosen.reasons.get(i, 'it does not fit then')}")
 
 @contextmanager
 def cyclic_gc_paused() -> Iterator[None]:

@@ -41,7 +41,11 @@ EJECT_CANDIDATES = 12
 EJECT_MAX_LIFTED = 3
 """Earlier gangs one ejection lifts at most (each set in every order: the lifted gangs are placed in turn)."""
 EJECT_RUN_STEPS = 200_000
-"""Steps of all ejections of one run together."""
+"""Steps of all greedy ejection tries of one run together."""
+EJECT_EXACT_STEPS = 2_000
+"""Steps of one exact search of a set of lifted gangs together with the new one."""
+EJECT_EXACT_RUN_STEPS = 200_000
+"""Steps of all those exact searches of one run together."""
 
 
 def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
@@ -102,15 +106,17 @@ class Repairer(Fitter):
         return self._exact(gang, regions) or self._eject(gang, regions)
 
     def _eject(self, gang: CompiledGang, regions: list[int]) -> bool:
-        """Lift one to three earlier gangs of a small region, place ``gang``, then place the lifted ones again
+        """Lift one to three earlier gangs of a small pool, place ``gang``, then place the lifted ones again
         wherever their own constraints allow; of the tries that admit ``gang``, keep the one that leaves the
         most room for later gangs (:meth:`_room`).
 
         Runs only after the whole-region searches failed. Those re-pack every gang of the region from nothing, and
         in a tight region (a few free GPUs left, many one-GPU pods) a depth-first search can spend millions of
-        steps without reaching an arrangement that differs from the plan by one or two gangs only. Each try is a
-        few greedy placements, and their steps are counted per run, so the result depends on steps only.
-        The first admitting try was often a cramped one that cost a larger later gang its place."""
+        steps without reaching an arrangement that differs from the plan by a few gangs only. Each set of lifted
+        gangs is tried greedily first (the new gang, then the lifted ones in the given order); only when no
+        greedy try admits the gang is each set searched exactly together with it (a small search: the other
+        gangs stay). Steps are counted per run, so the result depends on steps only. The first admitting try was
+        often a cramped one that cost a larger later gang its place, hence the choice by room."""
         tree = self.tree
         if not self.ejects or sum(tree.dom_hist[ROOT]) > EXACT_MAX_NODES:
             return False
@@ -124,10 +130,19 @@ class Repairer(Fitter):
                 continue
             seen.add(tuple(movable))
             order = sorted(movable, key=lambda m: (self.gangs[m].need, m))[:EJECT_CANDIDATES]
-            for lifted in (p for k in range(1, EJECT_MAX_LIFTED + 1) for p in itertools.permutations(order, k)):
+            sizes = range(1, EJECT_MAX_LIFTED + 1)
+            for lifted in (p for k in sizes for p in itertools.permutations(order, k)):
                 if self.eject_spent >= EJECT_RUN_STEPS:
                     break
-                got = self._eject_try(gang, region, lifted)
+                got = self._eject_try(gang, region, lifted, False)
+                if got is not None and (best is None or got[0] > best[0]):
+                    best = (got[0], lifted, got[1])
+            if best is not None:
+                continue
+            for lifted in (c for k in sizes for c in itertools.combinations(order, k)):
+                if self.eject_exact_spent >= EJECT_EXACT_RUN_STEPS:
+                    break
+                got = self._eject_try(gang, region, lifted, True)
                 if got is not None and (best is None or got[0] > best[0]):
                     best = (got[0], lifted, got[1])
         if best is None:
@@ -139,10 +154,7 @@ class Repairer(Fitter):
             del self.lca[m]
             self.placed.discard(m)
         for x, pairs in found.items():
-            deltas: dict[int, int] = {}
-            for pod, node in pairs:
-                deltas[node] = deltas.get(node, 0) + self.gangs[x].pod_gpus[pod]
-            self._take(None, x, pairs, deltas)
+            self._take_pairs(x, pairs)
             self.lca[x] = self._lca(x)
             self.placed.add(x)
         self._polish([gang, *(self.gangs[m] for m in chosen)], ROOT)
@@ -151,30 +163,51 @@ class Repairer(Fitter):
         self.exact_notes.pop(gang.idx, None)
         return True
 
-    def _eject_try(self, gang: CompiledGang, region: int, lifted: tuple[int, ...]
+    def _take_pairs(self, gang: int, pairs: list[tuple[int, int]]) -> None:
+        """Assign a gang's (pod, node) pairs found by a search that did not change the tree."""
+        deltas: dict[int, int] = {}
+        gpus = self.gangs[gang].pod_gpus
+        for pod, node in pairs:
+            deltas[node] = deltas.get(node, 0) + gpus[pod]
+        self._take(None, gang, pairs, deltas)
+
+    def _eject_try(self, gang: CompiledGang, region: int, lifted: tuple[int, ...], exact: bool
                    ) -> tuple[tuple[int, ...], dict[int, list[tuple[int, int]]]] | None:
-        """One ejection: lift ``lifted``, place ``gang`` in ``region``, re-place the lifted gangs in the pool.
-        Undone either way; returns the room it leaves and the pods of the gangs it placed, if it admits ``gang``."""
+        """One ejection: lift ``lifted``; place ``gang`` in ``region`` and the lifted gangs in the pool, one at a
+        time, or (``exact``) all together by an exact search of the pool. Undone either way; returns the room it
+        leaves and the pods of the gangs it placed, if it admits ``gang``."""
         saved = {m: self.lca[m] for m in lifted}
         mark = len(self.log)
         for m in lifted:
             self._release(m)
             del self.lca[m]
             self.placed.discard(m)
-        ok, steps = self.place(gang, region, fit.GANG_STEPS)
-        self.eject_spent += steps + 1
-        for m in lifted if ok else ():
-            ok, steps = self.place(self.gangs[m], ROOT, fit.GANG_STEPS)
-            self.eject_spent += steps
-            if not ok:
-                break
+        ok = False
+        if exact:
+            gs = [self.gangs[m] for m in sorted(lifted)] + [gang]
+            if ExactRepack.applies(self.tree, ROOT, gs):
+                search = ExactRepack(self.tree, ROOT, gs, EJECT_EXACT_STEPS)
+                found = search.solve()
+                self.eject_exact_spent += search.steps + 1
+                if found is not None:
+                    for x in gs:
+                        self._take_pairs(x.idx, sorted(found.get(x.idx, {}).items()))
+                    ok = True
+        else:
+            ok, steps = self.place(gang, region, fit.GANG_STEPS)
+            self.eject_spent += steps + 1
+            for m in lifted if ok else ():
+                ok, steps = self.place(self.gangs[m], ROOT, fit.GANG_STEPS)
+                self.eject_spent += steps
+                if not ok:
+                    break
         got = None
         if ok:
             got = self._room(), {x: sorted(self.assign.get(x, {}).items()) for x in (gang.idx, *lifted)}
         self._rollback(mark, None)
-        for x in (gang.idx, *lifted):
-            self.lca.pop(x, None)
-            self.placed.discard(x)
+        for i in (gang.idx, *lifted):
+            self.lca.pop(i, None)
+            self.placed.discard(i)
         self.lca.update(saved)
         self.placed.update(saved)
         return got
@@ -236,11 +269,7 @@ class Repairer(Fitter):
                     self.exact_notes[gang.idx] = self._exact_note(region, len(movable), proven)
                 continue
             for x in gs:
-                pairs = sorted(found.get(x.idx, {}).items())
-                deltas: dict[int, int] = {}
-                for pod, node in pairs:
-                    deltas[node] = deltas.get(node, 0) + x.pod_gpus[pod]
-                self._take(None, x.idx, pairs, deltas)
+                self._take_pairs(x.idx, sorted(found.get(x.idx, {}).items()))
             for x in gs:
                 self.lca[x.idx] = self._lca(x.idx)
                 self.placed.add(x.idx)
