@@ -645,6 +645,13 @@ VARIED_HELD_OUT_SEEDS = range(8000, 8048)
 VARIED_HELD_OUT_2_SEEDS = range(8100, 8148)
 """A second held-out set of the varied family, first run after that last change."""
 
+VARIED_DEVELOPMENT_2_SEEDS = range(140, 260)
+"""More seeds of the varied family the packer was changed on (lifting a few earlier gangs was made on them)."""
+
+VARIED_HELD_OUT_3_SEEDS = range(8200, 8248)
+"""A third held-out set of the varied family, first run after lifting earlier gangs was added; the two before
+it had been looked at seed by seed by then."""
+
 
 def varied_inventory(rng: random.Random) -> tuple[Inventory, int]:
     """2-8 racks of 2-16 nodes, mostly of one size (2, 4 or 8 GPUs), cliques of 2 or 4 nodes or the whole rack;

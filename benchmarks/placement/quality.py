@@ -9,7 +9,8 @@ cordoned nodes, several gang shapes): ``--set tuning``, ``--set development`` an
 the seeds it may be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint
 seeds kept for reports. ``varied`` is a third family with what the others lack (tainted nodes and gangs that
 tolerate them, pods outside every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes):
-``--set development`` (changes were made on it), ``--set held-out`` and ``--set held-out-2``. Prints a
+``--set development`` and ``--set development-2`` (changes were made on them), ``--set held-out``,
+``--set held-out-2`` and ``--set held-out-3``. Prints a
 summary table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a
 baseline, average domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in
 racks smaller than the smallest subgroup) and the time per instance.
@@ -34,8 +35,10 @@ from instances import (  # noqa: E402
     HELD_OUT_3_SEEDS,
     HELD_OUT_SEEDS,
     TUNING_SEEDS,
+    VARIED_DEVELOPMENT_2_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
+    VARIED_HELD_OUT_3_SEEDS,
     VARIED_HELD_OUT_SEEDS,
     Instance,
     arrival_optimum,
@@ -73,8 +76,9 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
 SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2": DEVELOPMENT_2_SEEDS,
         "held-out": HELD_OUT_SEEDS, "held-out-2": HELD_OUT_2_SEEDS, "held-out-3": HELD_OUT_3_SEEDS}
 """The mixed family's seed sets (``--set``)."""
-VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "held-out": VARIED_HELD_OUT_SEEDS,
-               "held-out-2": VARIED_HELD_OUT_2_SEEDS}
+VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_DEVELOPMENT_2_SEEDS,
+               "held-out": VARIED_HELD_OUT_SEEDS, "held-out-2": VARIED_HELD_OUT_2_SEEDS,
+               "held-out-3": VARIED_HELD_OUT_3_SEEDS}
 """The varied family's seed sets."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
