@@ -152,8 +152,8 @@ def _gpu_pods_by_leaf(gang: GangDemand) -> dict[str, list[PodDemand]]:
 class BestFit:
     """Kueue-style greedy BestFit: the gang's tightest domain at the preferred, else required level; then each
     subgroup in order into the tightest rack that fits; nodes largest free first, of those whose taints the pod
-    tolerates. No backtracking, no re-arranging. It scans every domain for every gang, which also makes it the
-    straightforward baseline for the scale benchmark.
+    tolerates (domains measured by those nodes' free GPUs only). No backtracking, no re-arranging. It scans every
+    domain for every gang, which also makes it the straightforward baseline for the scale benchmark.
     """
 
     def __init__(self, inv: Inventory, levels: Sequence[str]):
@@ -172,6 +172,15 @@ class BestFit:
 
     def _slots(self, nodes: list[str], g: int) -> int:
         return sum(self.free[n] // g for n in nodes)
+
+    def _usable(self, nodes: list[str], pods: Sequence[PodDemand]) -> int:
+        """Free GPUs of the nodes whose taints every one of ``pods`` tolerates: Kueue counts a domain's capacity
+        only on nodes that pass the pods' tolerations."""
+        if not self.taints:
+            return sum(self.free[n] for n in nodes)
+        tols = {p.tolerations for p in pods}
+        return sum(self.free[n] for n in nodes
+                   if all(tolerates(tol, t) for tol in tols for t in self.taints.get(n, ())))
 
     @staticmethod
     def _pick(nodes: list[str], local: dict[str, int], gpus: int) -> str | None:
@@ -198,8 +207,8 @@ class BestFit:
         region: list[str] = sorted(self.free)
         for label in [x for x in (c.preferred, c.required) if x]:
             depth = self.levels.index(label)
-            fits = [(sum(self.free[n] for n in ns), k, ns) for k, ns in self.domains[depth].items()
-                    if sum(self.free[n] for n in ns) >= need]
+            fits = [(free, k, ns) for k, ns in self.domains[depth].items()
+                    if (free := self._usable(ns, gang.pods)) >= need]
             if fits:
                 region = min(fits)[2]
                 break
@@ -219,7 +228,7 @@ class BestFit:
                 for k, ns in self.domains[depth].items():
                     ns = [n for n in ns if n in inside]
                     if ns and self._fit_nodes(ns, pods) is not None:
-                        cands.append((sum(self.free[n] for n in ns), k, ns))
+                        cands.append((self._usable(ns, pods), k, ns))
                 if not cands:
                     break
                 nodes = min(cands)[2]
@@ -256,7 +265,7 @@ class FirstFit(BestFit):
         for label in labels:
             depth = self.levels.index(label)
             regions.extend(ns for _, ns in sorted(self.domains[depth].items(), key=lambda kv: str(kv[0]))
-                           if sum(self.free[n] for n in ns) >= gang.gpus)
+                           if self._usable(ns, gang.pods) >= gang.gpus)
         if not c.required:
             regions.append(sorted(self.free))
         for region in regions:
