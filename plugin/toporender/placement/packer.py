@@ -286,8 +286,9 @@ class GreedyPacker(Packer):
             regions.extend(fits)
         if root.req < 0 and not (self.best_fit and regions):
             regions.append(ROOT)
-        # subgroups by name: the plan must not depend on the order the demand lists them in
-        leaves = sorted((g for g in gang.groups if g.pods), key=lambda g: g.name)
+        # subgroups by name (the plan must not depend on the order the demand lists them in), then the pods in
+        # no subgroup, which fit anywhere in the region: the constrained groups first
+        leaves = sorted((g for g in gang.groups if g.pods), key=lambda g: (not g.name, g.name))
         for region in regions:
             if not all(self._room_for(region, g) for g in leaves):
                 continue
