@@ -4,6 +4,7 @@ The gangs lying inside one region (a domain of the new gang's required level, th
 pool) are lifted, assigned whole to domains of their required level (a search of its own), and each domain is
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
 the gangs an admission moved are then re-placed on fewer domains of their preferred level where they can be.
+When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one.
 Earlier gangs move only when this admits the new gang, and never when it fits as they are. Step budgets bound the
 work.
 """
@@ -130,21 +131,17 @@ class Repairer(Fitter):
                 continue
             seen.add(tuple(movable))
             order = sorted(movable, key=lambda m: (self.gangs[m].need, m))[:EJECT_CANDIDATES]
-            sizes = range(1, EJECT_MAX_LIFTED + 1)
-            for lifted in (p for k in sizes for p in itertools.permutations(order, k)):
-                if self.eject_spent >= EJECT_RUN_STEPS:
+            # greedy tries of every ordered set first; exact searches of the sets only if none admitted the gang
+            for exact, sets in ((False, itertools.permutations), (True, itertools.combinations)):
+                if exact and best is not None:
                     break
-                got = self._eject_try(gang, region, lifted, False)
-                if got is not None and (best is None or got[0] > best[0]):
-                    best = (got[0], lifted, got[1])
-            if best is not None:
-                continue
-            for lifted in (c for k in sizes for c in itertools.combinations(order, k)):
-                if self.eject_exact_spent >= EJECT_EXACT_RUN_STEPS:
-                    break
-                got = self._eject_try(gang, region, lifted, True)
-                if got is not None and (best is None or got[0] > best[0]):
-                    best = (got[0], lifted, got[1])
+                for lifted in (t for k in range(1, EJECT_MAX_LIFTED + 1) for t in sets(order, k)):
+                    if (self.eject_exact_spent >= EJECT_EXACT_RUN_STEPS if exact
+                            else self.eject_spent >= EJECT_RUN_STEPS):
+                        break
+                    got = self._eject_try(gang, region, lifted, exact)
+                    if got is not None and (best is None or got[0] > best[0]):
+                        best = (got[0], lifted, got[1])
         if best is None:
             return False
         _, chosen, found = best
