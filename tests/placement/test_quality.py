@@ -164,7 +164,7 @@ def test_varied_family_rows(seed: int, gpus: int, why: str) -> None:
 @pytest.mark.parametrize(("seed", "gpus", "left_out"), [
     (305, 239, "g00006: left out so that more GPUs are placed in total (239 against 233 with it placed); "),
     (469, 268, "g00004: left out so that more gangs are placed (8 against 6 with it placed, 268 GPUs either way); "),
-])
+], ids=["305", "469"])
 def test_a_lift_that_costs_later_gangs_more_is_not_kept(seed: int, gpus: int, left_out: str) -> None:
     """Lifting earlier gangs admits one that leaves later gangs less room: the run that lifts none places more
     (or as many GPUs in more gangs), so its plan is kept, and the gang left out is told why."""
