@@ -97,6 +97,11 @@ def _compiled(tree: Tree, idx: int, gang: GangDemand, ahead: Mapping[str, Compil
     return made
 
 
+FailedShape = tuple[int, int, int, tuple[tuple[int, int], ...], frozenset[int]]
+"""(required level, GPUs, largest leaf, GPUs in pods of at least each size, tainted nodes tolerated) of a gang
+re-arranging could not admit."""
+
+
 class Fitter:
     """The state of one packing run (tree, undo log, assignments) and the search that fits one gang."""
 
@@ -133,7 +138,7 @@ class Fitter:
         # (required level, GPUs, largest leaf, GPUs in pods of at least each size, tainted nodes tolerated) of gangs
         # re-arranging could not admit; free GPUs only shrink, so a gang at least as large in all of them, that may
         # use no more tainted nodes, is not worth another search
-        self.failed: list[tuple[int, int, int, tuple[tuple[int, int], ...], frozenset[int]]] = []
+        self.failed: list[FailedShape] = []
         # gangs that are never re-arranged (their placement excludes nodes)
         self.fixed: set[int] = set()
         self.add(gangs, compiled)

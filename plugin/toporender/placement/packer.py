@@ -28,6 +28,7 @@ arrival order never depends on what comes after it and the worst-case time stays
 
 from __future__ import annotations
 
+import copy
 import gc
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ from toporender.errors import fail
 from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, Group
 from toporender.placement.demand import GangDemand
+from toporender.placement.fit import FailedShape
 from toporender.placement.inventory import Inventory
 from toporender.placement.plan import PlacementPlan, build_plan
 from toporender.placement.repair import Repairer
@@ -82,6 +84,11 @@ def covers(sizes: tuple[tuple[int, int], ...], than: tuple[tuple[int, int], ...]
 class Packer(Repairer):
     """One packing run: every gang in arrival order, repaired when it does not fit, or given a reason."""
 
+    without_lifts: Packer | None = None
+    """This run as it would go on without lifting gangs, from the first gang a lift admitted (:meth:`_before_lift`)."""
+    refusing: tuple[str, FailedShape] = ("", (0, 0, 0, (), frozenset()))
+    """The reason and shape the gang being repaired gets if it is left out."""
+
     def run(self) -> None:
         """Pack the gangs added since the last run (:meth:`~toporender.placement.fit.Fitter.add`)."""
         start, self.packed = self.packed, len(self.gangs)
@@ -103,11 +110,29 @@ class Packer(Repairer):
                          gang.groups[0].tol_any)
                 dominated = any(r == shape[0] and n <= shape[1] and m <= shape[2] and covers(shape[3], sizes)
                                 and shape[4] <= tol for r, n, m, sizes, tol in self.failed)
+                self.refusing = (reason, shape)
                 if dominated or not self.repair(gang):
-                    self.reasons[gang.idx] = reason + self.exact_notes.pop(gang.idx, "")
-                    if not dominated:
-                        self.failed.append(shape)
+                    self._refuse(gang, reason, None if dominated else shape)
             self.log.clear()
+
+    def _refuse(self, gang: CompiledGang, reason: str, shape: FailedShape | None) -> None:
+        """Record a gang left out, and the shape later gangs are compared with (None: a failed one covers it)."""
+        self.reasons[gang.idx] = reason + self.exact_notes.pop(gang.idx, "")
+        if shape is not None:
+            self.failed.append(shape)
+
+    def _before_lift(self, gang: CompiledGang) -> None:
+        """Keep, at the first lift, a copy of this run that refuses ``gang`` instead and goes on without lifts:
+        the run :func:`pack` compares, without packing the gangs before this one again (their exact searches
+        are most of a small pool's time)."""
+        if self.without_lifts is not None:
+            return
+        fork = copy.deepcopy(self)
+        fork.ejects = False
+        fork._refuse(fork.gangs[gang.idx], *self.refusing)
+        fork.log.clear()
+        fork.packed = gang.idx + 1
+        self.without_lifts = fork
 
     def _run_excluding(self, gang: CompiledGang) -> None:
         """Place a gang whose resources exclude nodes: those nodes' free GPUs are hidden while it is placed.
@@ -409,12 +434,11 @@ def pack(
             # Ties keep the packer's, and each run is stable under appends, so an appended gang that fits the
             # chosen plan adds the same GPUs to it as at most to any other: the choice, and every placement, stay.
             runs = [(tree, packer)]
-            if packer.ejected:
-                other_tree = Tree(inventory, levels, node_selector or {})
-                other = Packer(other_tree, gangs)
-                other.ejects = False
-                other.run()
-                runs.append((other_tree, other))
+            if packer.without_lifts is not None:
+                fork = packer.without_lifts
+                fork.add(gangs[len(fork.gangs):])
+                fork.run()
+                runs.append((fork.tree, fork))
             for best_fit in (False, True):
                 other_tree = Tree(inventory, levels, node_selector or {})
                 other = GreedyPacker(other_tree, gangs, best_fit)

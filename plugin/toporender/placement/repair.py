@@ -144,6 +144,7 @@ class Repairer(Fitter):
                         best = (got[0], lifted, got[1])
         if best is None:
             return False
+        self._before_lift(gang)
         _, chosen, found = best
         before = {m: dict(self.assign.get(m, {})) for m in chosen}
         for m in chosen:
@@ -159,6 +160,10 @@ class Repairer(Fitter):
         self.ejected += 1
         self.exact_notes.pop(gang.idx, None)
         return True
+
+    def _before_lift(self, gang: CompiledGang) -> None:
+        """Called once a lift will admit ``gang``, before anything moves: the plan is still the one a run
+        without lifts has at this point."""
 
     def _take_pairs(self, gang: int, pairs: list[tuple[int, int]]) -> None:
         """Assign a gang's (pod, node) pairs found by a search that did not change the tree."""
