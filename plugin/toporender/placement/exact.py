@@ -485,19 +485,19 @@ class ExactRepack:
                 self.fixed[(gang, gi)] = tree.dom_anc[d][min(r, tree.dom_level[d]) + 1]
                 fixes.append((gang, gi))
         need = self.need[key]
+        strict = self._strict(key)
         for a in tree.dom_anc[d]:
             self.load[a] = self.load.get(a, 0) + need
-        if self._strict(key):
-            for a in tree.dom_anc[d]:
+            if strict:
                 self.strict_load[a] = self.strict_load.get(a, 0) + need
         return fixes
 
     def _unput(self, key: LeafKey, d: int, fixes: list[LeafKey]) -> None:
         need = self.need[key]
+        strict = self._strict(key)
         for a in self.tree.dom_anc[d]:
             self.load[a] -= need
-        if self._strict(key):
-            for a in self.tree.dom_anc[d]:
+            if strict:
                 self.strict_load[a] -= need
         for k in fixes:
             del self.fixed[k]
@@ -526,8 +526,13 @@ class ExactRepack:
         if tree.node_clean[n]:
             return (tree.node_free[n], ())
         if n in self.usable:
-            return (tree.node_free[n], tuple(map(str, tree.node_taints[n])))
+            return (tree.node_free[n], self._taints(n))
         return (0, ())
+
+    def _taints(self, n: int) -> tuple[str, ...]:
+        """A node's taints as text: nodes with the same free GPUs and taints are interchangeable."""
+        tree = self.tree
+        return () if tree.node_clean[n] else tuple(map(str, tree.node_taints[n]))
 
     def _shape(self, d: int) -> tuple[object, ...]:
         """What makes two empty sibling domains interchangeable: free GPUs per node, per sub-domain."""
@@ -556,7 +561,7 @@ class ExactRepack:
         pods: list[tuple[int, int, tuple[int, ...], LeafKey]] = []
         # per node, the GCD of the sizes of the pods that may go there: it can use only multiples of that
         step = [0] * len(nodes)
-        taints = [() if tree.node_clean[n] else tuple(map(str, tree.node_taints[n])) for n in nodes]
+        taints = [self._taints(n) for n in nodes]
         for key, d in sorted(members):
             gpus = self.gangs[key[0]].pod_gpus
             group = self.gangs[key[0]].groups[key[1]]

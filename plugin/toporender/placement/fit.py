@@ -174,6 +174,14 @@ class Fitter:
             self._count_used(ctx.used, [node for _, node in pairs], 1)
         self.tree.change(deltas)
 
+    def _take_pairs(self, gang: int, pairs: Sequence[tuple[int, int]]) -> None:
+        """Assign a gang's (pod, node) pairs found by a search that did not change the tree."""
+        deltas: dict[int, int] = {}
+        gpus = self.gangs[gang].pod_gpus
+        for pod, node in pairs:
+            deltas[node] = deltas.get(node, 0) + gpus[pod]
+        self._take(None, gang, pairs, deltas)
+
     def _release(self, gang: int) -> None:
         asg = self.assign.pop(gang, {})
         gpus = self.gangs[gang].pod_gpus

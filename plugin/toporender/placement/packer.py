@@ -319,10 +319,7 @@ class GreedyPacker(Packer):
                 continue
             pairs = self._into(gang, region, leaves)
             if pairs is not None:
-                deltas: dict[int, int] = {}
-                for pod, node in pairs:
-                    deltas[node] = deltas.get(node, 0) + gang.pod_gpus[pod]
-                self._take(None, gang.idx, sorted(pairs), deltas)
+                self._take_pairs(gang.idx, sorted(pairs))
                 self.placed.add(gang.idx)
                 self.lca[gang.idx] = self._lca(gang.idx)
                 return True

@@ -12,7 +12,7 @@ work.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext
@@ -61,8 +61,6 @@ class Repairer(Fitter):
 
     ejects = True
     """Whether a gang the region searches could not admit is tried by lifting a few earlier gangs (:meth:`_eject`)."""
-    ejected = 0
-    """Gangs admitted so."""
 
     # ---- re-arranging earlier gangs ------------------------------------------------------------------------------
     def _inside(self, region: int) -> list[int]:
@@ -75,6 +73,31 @@ class Repairer(Fitter):
         lvl = tree.dom_level[region] + 1
         anc = tree.dom_anc
         return sorted(g for g, d in self.lca.items() if len(anc[d]) > lvl and anc[d][lvl] == region and g not in fixed)
+
+    def _lift(self, gangs: Iterable[int]) -> dict[int, int]:
+        """Take earlier gangs out of the plan (their pods stay in the undo log); returns their domains, for
+        :meth:`_unlift` once the log is rolled back."""
+        saved: dict[int, int] = {}
+        for m in gangs:
+            self._release(m)
+            saved[m] = self.lca.pop(m)
+            self.placed.discard(m)
+        return saved
+
+    def _unlift(self, saved: dict[int, int], placed: Iterable[int] = ()) -> None:
+        """After a rollback: the lifted gangs placed again as they were, and ``placed`` (gangs placed while they
+        were out) out of the plan's bookkeeping."""
+        for i in placed:
+            self.lca.pop(i, None)
+            self.placed.discard(i)
+        self.lca.update(saved)
+        self.placed.update(saved)
+
+    def _settle(self, gangs: Iterable[int]) -> None:
+        """Record gangs whose pods a search has just assigned as placed."""
+        for i in gangs:
+            self.lca[i] = self._lca(i)
+            self.placed.add(i)
 
     def repair(self, gang: CompiledGang) -> bool:
         """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
@@ -147,17 +170,12 @@ class Repairer(Fitter):
         self._before_lift(gang)
         _, chosen, found = best
         before = {m: dict(self.assign.get(m, {})) for m in chosen}
-        for m in chosen:
-            self._release(m)
-            del self.lca[m]
-            self.placed.discard(m)
+        self._lift(chosen)
         for x, pairs in found.items():
             self._take_pairs(x, pairs)
-            self.lca[x] = self._lca(x)
-            self.placed.add(x)
+        self._settle(found)
         self._polish([gang, *(self.gangs[m] for m in chosen)], ROOT)
         self.moved.update(m for m in chosen if self.assign.get(m, {}) != before[m])
-        self.ejected += 1
         self.exact_notes.pop(gang.idx, None)
         return True
 
@@ -165,25 +183,13 @@ class Repairer(Fitter):
         """Called once a lift will admit ``gang``, before anything moves: the plan is still the one a run
         without lifts has at this point."""
 
-    def _take_pairs(self, gang: int, pairs: list[tuple[int, int]]) -> None:
-        """Assign a gang's (pod, node) pairs found by a search that did not change the tree."""
-        deltas: dict[int, int] = {}
-        gpus = self.gangs[gang].pod_gpus
-        for pod, node in pairs:
-            deltas[node] = deltas.get(node, 0) + gpus[pod]
-        self._take(None, gang, pairs, deltas)
-
     def _eject_try(self, gang: CompiledGang, region: int, lifted: tuple[int, ...], exact: bool
                    ) -> tuple[tuple[int, ...], dict[int, list[tuple[int, int]]]] | None:
         """One ejection: lift ``lifted``; place ``gang`` in ``region`` and the lifted gangs in the pool, one at a
         time, or (``exact``) all together by an exact search of the pool. Undone either way; returns the room it
         leaves and the pods of the gangs it placed, if it admits ``gang``."""
-        saved = {m: self.lca[m] for m in lifted}
         mark = len(self.log)
-        for m in lifted:
-            self._release(m)
-            del self.lca[m]
-            self.placed.discard(m)
+        saved = self._lift(lifted)
         ok = False
         if exact:
             gs = [self.gangs[m] for m in sorted(lifted)] + [gang]
@@ -207,11 +213,7 @@ class Repairer(Fitter):
         if ok:
             got = self._room(), {x: sorted(self.assign.get(x, {}).items()) for x in (gang.idx, *lifted)}
         self._rollback(mark, None)
-        for i in (gang.idx, *lifted):
-            self.lca.pop(i, None)
-            self.placed.discard(i)
-        self.lca.update(saved)
-        self.placed.update(saved)
+        self._unlift(saved, (gang.idx, *lifted))
         return got
 
     def _room(self) -> tuple[int, ...]:
@@ -272,9 +274,7 @@ class Repairer(Fitter):
                 continue
             for x in gs:
                 self._take_pairs(x.idx, sorted(found.get(x.idx, {}).items()))
-            for x in gs:
-                self.lca[x.idx] = self._lca(x.idx)
-                self.placed.add(x.idx)
+            self._settle(x.idx for x in gs)
             self._polish(gs, region)
             self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
             self.exact_notes.pop(gang.idx, None)
@@ -333,10 +333,7 @@ class Repairer(Fitter):
                     continue
                 was = score(pair, pref)
                 mark = len(self.log)
-                saved = {z.idx: self.lca.pop(z.idx) for z in pair}
-                for z in pair:
-                    self.placed.discard(z.idx)
-                    self._release(z.idx)
+                saved = self._lift(z.idx for z in pair)
                 ok = True
                 for z in pair:
                     got, steps = self.place(z, region, fit.GANG_STEPS)
@@ -347,8 +344,7 @@ class Repairer(Fitter):
                 if ok and score(pair, pref) < was:
                     break
                 self._rollback(mark, None)
-                self.lca.update(saved)
-                self.placed.update(saved)
+                self._unlift(saved)
 
     def _span(self, x: CompiledGang, lvl: int) -> int:
         """Domains of level ``lvl`` the gang's pods lie in."""
@@ -360,13 +356,9 @@ class Repairer(Fitter):
             return False
         if self.tree.dom_free[region] < gang.need:
             return False
-        saved = {m: self.lca[m] for m in movable}
         before = {m: dict(self.assign.get(m, {})) for m in movable}
         mark = len(self.log)
-        for m in movable:
-            self._release(m)
-            del self.lca[m]
-            self.placed.discard(m)
+        saved = self._lift(movable)
         alone = len(self.log)
         fits_alone, steps = self.place(gang, region, fit.GANG_STEPS)
         self.spent += steps
@@ -376,8 +368,7 @@ class Repairer(Fitter):
         self._rollback(alone, None)
         if not fits_alone:
             self._rollback(mark, None)
-            self.lca.update(saved)
-            self.placed.update(saved)
+            self._unlift(saved)
             return False
         gs = [self.gangs[m] for m in movable] + [gang]
         items = [(x, gi) for x in gs for gi, g in enumerate(x.groups) if g.pods]
@@ -396,17 +387,14 @@ class Repairer(Fitter):
             sorted(items, key=_item_order), region, allowance))
         for attempt in attempts:
             if attempt():
-                for x in gs:
-                    self.lca[x.idx] = self._lca(x.idx)
-                    self.placed.add(x.idx)
+                self._settle(x.idx for x in gs)
                 self._polish(gs, region)
                 self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
                 return True
             if self.spent >= allowance:
                 break
         self._rollback(mark, None)
-        self.lca.update(saved)
-        self.placed.update(saved)
+        self._unlift(saved)
         return False
 
     def _decomposed(self, gs: list[CompiledGang], region: int, split: int, allowance: int) -> bool:
