@@ -10,10 +10,10 @@ the seeds it may be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--s
 seeds kept for reports. ``varied`` is a third family with what the others lack (tainted nodes and gangs that
 tolerate them, pods outside every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes):
 ``--set development`` and ``--set development-2`` (changes were made on them), ``--set held-out``,
-``--set held-out-2`` and ``--set held-out-3``. Prints a
-summary table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a
-baseline, average domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in
-racks smaller than the smallest subgroup) and the time per instance.
+``--set held-out-2`` and ``--set held-out-3``. Prints a summary table: average / worst share of the optimum,
+instances where the packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs
+every packer placed), stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per
+instance.
 """
 
 from __future__ import annotations
