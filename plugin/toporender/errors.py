@@ -55,6 +55,11 @@ class UserError(Exception):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
+class WorkerLost(Exception):
+    """A worker process (:mod:`toporender.jobs`) ended without giving its results (it was killed, or ran out of
+    memory). Defined here so that what catches it does not import the worker machinery."""
+
+
 def fail(message: str, pos: Position | None = None) -> UserError:
     """Build a single-diagnostic error (``raise fail(...)``)."""
     return UserError(Diagnostic(message, pos))

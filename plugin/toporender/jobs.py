@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from toporender.errors import Diagnostic, UserError
+from toporender.errors import Diagnostic, UserError, WorkerLost
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -32,10 +32,6 @@ R = TypeVar("R")
 JOBS_ENV = "TOPORENDER_JOBS"
 START_METHOD: str | None = None
 """The platform's start method unless set (tests run each one)."""
-
-
-class WorkerLost(Exception):
-    """A worker process ended without giving its results (it was killed, or ran out of memory)."""
 
 
 def default_jobs() -> int:

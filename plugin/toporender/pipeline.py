@@ -446,7 +446,8 @@ def _plan_in_processes(repo: Repo, paths: list[str], jobs: int, meanwhile: Calla
                        ) -> tuple[list[Queued], dict[str, Any]] | None:
     """:func:`_plan_here` with the files read in ``jobs`` worker processes; None when any file has a problem
     (or two files a workflow name), for :func:`_plan_here` to report in its order."""
-    from toporender.jobs import WorkerLost, map_in_processes
+    from toporender.errors import WorkerLost
+    from toporender.jobs import map_in_processes
 
     size = max(1, min(128, -(-len(paths) // (jobs * 8))))
     try:

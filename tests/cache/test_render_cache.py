@@ -191,14 +191,12 @@ def test_a_damaged_or_foreign_entry_is_a_miss_and_is_rewritten(tmp_path: Path, c
     elif damage == "foreign":
         payload = b'{"lock":null,"warnings":[]}\nkind: Secret\n'
         other = "0" * 64
-        bad = f"{cache.FORMAT} render {other} {len(payload)} {cache.hashlib.sha256(payload).hexdigest()}\n".encode()
-        bad += payload
+        bad = cache.entry_header("render", other, payload) + payload
     elif damage == "garbage":
         bad = os.urandom(200)
     elif damage == "bad-meta":  # a writer who knows the format, with a meta part no render writes
         payload = b'{"lock":5,"warnings":"x"}\nkind: Secret\n'
-        bad = (f"{cache.FORMAT} render {entry.name.split('-', 1)[1]} {len(payload)} "
-               f"{cache.hashlib.sha256(payload).hexdigest()}\n").encode() + payload
+        bad = cache.entry_header("render", entry.name.split("-", 1)[1], payload) + payload
     else:
         bad = b""
     entry.write_bytes(bad)

@@ -133,7 +133,7 @@ def damaged(entry: Path, damage: str) -> bytes:
         payload = {"file": b'{"name":"a","gangs":[{"key":5}],"warnings":[],"idents":[]}', "objects": b"[[[],[]]]",
                    "context": b'{"pools":[],"pool_objects":{}}', "plan": b'[["x"]]',
                    "rows": b'[["workflows/a.yaml#g",true,null,"[]"]]', "inventory": b'[["n",{},"4",0,false,[]]]'}[kind]
-    return f"{cache.FORMAT} {kind} {key} {len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode() + payload
+    return cache.entry_header(kind, key, payload) + payload
 
 
 @pytest.mark.parametrize(("kind", "damage"), [

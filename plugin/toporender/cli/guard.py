@@ -11,13 +11,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from toporender.errors import Diagnostic, UserError
+from toporender.errors import Diagnostic, UserError, WorkerLost
 from toporender.hosts.common import print_diagnostics as report
-from toporender.jobs import WorkerLost
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,6 +34,8 @@ def invalid_input(err: UserError, hint: str = "") -> NoReturn:
 def internal_error(exc: BaseException, command: str) -> NoReturn:
     """Exit 3 with one readable line; hosts show stderr to users, so the traceback only on request."""
     if os.environ.get("TOPORENDER_DEBUG"):
+        import traceback
+
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     print(f"toporender {command}: internal error: {type(exc).__name__}: {exc}; nothing was written. "
           "Please report it (set TOPORENDER_DEBUG=1 for a traceback)", file=sys.stderr)
