@@ -661,6 +661,10 @@ VARIED_HELD_OUT_3_SEEDS = range(8200, 8248)
 """A third held-out set of the varied family, first run after lifting earlier gangs was added; the two before
 it had been looked at seed by seed by then."""
 
+VARIED_HELD_OUT_4_SEEDS = range(8300, 8348)
+"""A fourth held-out set of the varied family, first run with the code that measured the third, to tell whether
+the third's worst case or the older sets' is the typical one."""
+
 
 def varied_inventory(rng: random.Random) -> tuple[Inventory, int]:
     """2-8 racks of 2-16 nodes, mostly of one size (2, 4 or 8 GPUs), cliques of 2 or 4 nodes or the whole rack;

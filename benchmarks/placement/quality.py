@@ -1,7 +1,7 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
 Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied] [--set tuning|development|
-development-2|held-out|held-out-2|held-out-3] [--seeds N] [--first S] [--verbose]
+development-2|held-out|held-out-2|held-out-3|held-out-4] [--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and
@@ -9,8 +9,8 @@ cordoned nodes, several gang shapes): ``--set tuning``, ``--set development`` an
 the seeds it may be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint
 seeds kept for reports. ``varied`` is a third family with what the others lack (tainted nodes and gangs that
 tolerate them, pods outside every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes):
-``--set development`` and ``--set development-2`` (changes were made on them), ``--set held-out``,
-``--set held-out-2`` and ``--set held-out-3``. Prints a summary table: average / worst share of the optimum,
+``--set development`` and ``--set development-2`` (changes were made on them), ``--set held-out`` to
+``--set held-out-4``. Prints a summary table: average / worst share of the optimum,
 instances where the packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs
 every packer placed), stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per
 instance.
@@ -39,6 +39,7 @@ from instances import (  # noqa: E402
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
     VARIED_HELD_OUT_3_SEEDS,
+    VARIED_HELD_OUT_4_SEEDS,
     VARIED_HELD_OUT_SEEDS,
     Instance,
     arrival_optimum,
@@ -78,7 +79,7 @@ SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2
 """The mixed family's seed sets (``--set``)."""
 VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_DEVELOPMENT_2_SEEDS,
                "held-out": VARIED_HELD_OUT_SEEDS, "held-out-2": VARIED_HELD_OUT_2_SEEDS,
-               "held-out-3": VARIED_HELD_OUT_3_SEEDS}
+               "held-out-3": VARIED_HELD_OUT_3_SEEDS, "held-out-4": VARIED_HELD_OUT_4_SEEDS}
 """The varied family's seed sets."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
@@ -151,7 +152,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=tuple(FAMILIES), default="nvl72")
-    ap.add_argument("--set", choices=tuple(SETS), default="tuning",
+    ap.add_argument("--set", choices=tuple(dict.fromkeys([*SETS, *VARIED_SETS])), default="tuning",
                     help="with --family mixed or varied: seeds to tune on (tuning, development) or a held-out set")
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
     ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
