@@ -13,7 +13,9 @@ inventory, from which :mod:`toporender.rerender` renders again only what changed
 Only successful renders are stored. A bad input renders uncached every time and fails exactly as without a
 cache. The cache directory may be shared or written by someone else, so nothing in it is trusted: entries are
 plain bytes behind a versioned header with their kind, key, length and CRC-32; anything that does not match
-is a miss and gets rewritten. Nothing is ever unpickled or evaluated.
+is a miss and gets rewritten. Nothing is ever unpickled or evaluated. Entries are read from regular files only
+(not links, pipes or devices) of at most an entry's size, and written to files created anew, never through a
+link someone put in the directory.
 
 The check is a CRC-32, not a cryptographic hash: it is there to catch a torn, truncated or damaged file, and
 twice as fast over the tens of megabytes a cache hit reads. A hash would not stop a forged entry either, since
@@ -27,6 +29,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Mapping
@@ -112,6 +115,32 @@ def code_fingerprint() -> str:
     return _CODE[0]
 
 
+HEADER_BYTES = 512
+"""An entry's first line is shorter than this."""
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_WRITE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                | getattr(os, "O_BINARY", 0))
+"""A new file only, never through a link: a link planted at the temporary name would send the write elsewhere."""
+
+
+def _read_regular(fd: int, limit: int) -> bytes | None:
+    """The contents of the open file ``fd`` when it is a regular file of at most ``limit`` bytes, else None."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        return None
+    parts = []
+    got = 0
+    while got <= info.st_size:
+        part = os.read(fd, info.st_size + 1 - got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    if got > info.st_size:
+        return None  # grew while read: not an entry a render wrote (those are renamed into place whole)
+    return parts[0] if len(parts) == 1 else b"".join(parts)  # one part, as a rule: no copy of it
+
+
 def entry_header(kind: str, key: str, payload: bytes | memoryview) -> bytes:
     """The first line of an entry: the format, what the entry is, and the payload's length and CRC-32."""
     return f"{FORMAT} {kind} {key} {len(payload)} {zlib.crc32(payload):08x}\n".encode()
@@ -129,19 +158,30 @@ class Store:
         return self.directory / f"{kind}-{key}"
 
     def read(self, kind: str, key: str) -> memoryview | None:
-        """The payload of a whole, intact entry (a view, not a copy: a render can be tens of megabytes)."""
-        path = self._path(kind, key)
+        """The payload of a whole, intact entry (a view, not a copy: a render can be tens of megabytes).
+
+        Only a regular file is read, and only up to the largest size an entry can have: whoever can write the
+        directory can put a link there (to a device that never ends), a pipe (whose read would wait forever) or a
+        file of any size, and each of those is a miss."""
         try:
-            raw = path.read_bytes()
+            fd = os.open(self._path(kind, key), _READ_FLAGS)
         except OSError:
             return None
-        end = raw.find(b"\n", 0, 512)
-        payload = memoryview(raw)[end + 1:]
-        if end < 0 or raw[:end + 1] != entry_header(kind, key, payload):
+        try:
+            raw = _read_regular(fd, MAX_ENTRY_BYTES + HEADER_BYTES)
+            end = raw.find(b"\n", 0, HEADER_BYTES) if raw is not None else -1
+            if raw is None or end < 0:
+                return None
+            payload = memoryview(raw)[end + 1:]
+            if raw[:end + 1] != entry_header(kind, key, payload):
+                return None
+            with contextlib.suppress(OSError, NotImplementedError):
+                os.utime(fd)
+            return payload
+        except OSError:
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)
-        return payload
+        finally:
+            os.close(fd)
 
     def write(self, kind: str, key: str, payload: bytes, *, evict: bool = True) -> None:
         """Store ``payload``; a failure to write (read-only or full disk) only costs the next render time.
@@ -154,7 +194,12 @@ class Store:
         tmp = self.directory / f".tmp-{kind}-{key}.{os.getpid()}"
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
+            try:
+                fd = os.open(tmp, _WRITE_FLAGS, 0o600)
+            except FileExistsError:  # left by an earlier process of this pid, or a link someone put there
+                tmp.unlink()
+                fd = os.open(tmp, _WRITE_FLAGS, 0o600)
+            with open(fd, "wb") as fh:
                 fh.write(head)
                 fh.write(payload)
             os.replace(tmp, path)

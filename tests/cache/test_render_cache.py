@@ -8,8 +8,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -204,6 +206,62 @@ def test_a_damaged_or_foreign_entry_is_a_miss_and_is_rewritten(tmp_path: Path, c
     assert (again.code, again.stdout, again.stderr) == (good.code, good.stdout, good.stderr)
     assert entry.read_bytes() == raw
     assert run_cli("render", str(repo)).stdout == good.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this platform")
+@pytest.mark.parametrize("planted", ["pipe", "link-to-pipe", "link-to-device", "link-to-entry", "huge", "directory"])
+def test_an_entry_that_is_no_regular_file_is_a_miss(tmp_path: Path, cache_dir: Path, planted: str) -> None:
+    """Whoever can write the cache directory can put anything under an entry's name; reading a pipe would wait
+    forever and a device need not end. Each is a miss, and the render is the uncached one."""
+    repo = small_repo(tmp_path / "repo")
+    good = run_cli("render", "--no-cache", str(repo))
+    run_cli("render", str(repo))
+    [entry] = entries(cache_dir)
+    raw = entry.read_bytes()
+    entry.unlink()
+    if planted == "pipe":
+        os.mkfifo(entry)
+    elif planted == "link-to-pipe":
+        os.mkfifo(tmp_path / "pipe")
+        entry.symlink_to(tmp_path / "pipe")
+    elif planted == "link-to-device":
+        entry.symlink_to(os.devnull)
+    elif planted == "link-to-entry":  # even an intact entry is not read through a link
+        (tmp_path / "elsewhere").write_bytes(raw)
+        entry.symlink_to(tmp_path / "elsewhere")
+    elif planted == "huge":
+        with entry.open("wb") as fh:
+            fh.truncate(cache.MAX_ENTRY_BYTES + cache.HEADER_BYTES + 1)
+    else:
+        entry.mkdir()
+    lookup: list[Any] = []
+    reader = threading.Thread(target=lambda: lookup.append(find(Store(cache_dir), repo, "stream-yaml",
+                                                                RenderOptions())), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert lookup, "reading the planted entry did not return"
+    assert lookup[0] is not None and lookup[0].meta is None
+    again = run_cli("render", str(repo))
+    assert (again.code, again.stdout, again.stderr) == (good.code, good.stdout, good.stderr)
+    if planted != "directory":
+        assert not entry.is_symlink() and entry.read_bytes() == raw
+
+
+def test_a_link_at_the_temporary_name_is_not_written_through(tmp_path: Path, cache_dir: Path) -> None:
+    """The writer creates its temporary file anew: a link planted at that name (it is predictable: the entry's
+    name and the writer's pid) is replaced, and the file it points to is left as it was."""
+    repo = small_repo(tmp_path / "repo")
+    run_cli("render", str(repo))
+    [entry] = entries(cache_dir)
+    raw = entry.read_bytes()
+    entry.unlink()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not toporender's\n")
+    (cache_dir / "v1" / f".tmp-{entry.name}.{os.getpid()}").symlink_to(victim)
+    assert run_cli("render", str(repo)).code == 0
+    assert victim.read_text() == "not toporender's\n"
+    assert entry.read_bytes() == raw
+    assert not list((cache_dir / "v1").glob(".tmp-*"))
 
 
 def test_no_cache_flag_and_env_write_nothing(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
