@@ -86,6 +86,22 @@ def test_update_delete_and_check(tmp_path: Path) -> None:
     assert toporender("golden", str(repo)).returncode == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this platform")
+@pytest.mark.parametrize("pipe", ["toporender.yaml", "inventory/nodes.yaml"])
+@pytest.mark.parametrize("args", [("golden", "--check"), ("golden",), ("render",), ("plan",)])
+def test_an_input_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path: Path, pipe: str,
+                                                                 args: tuple[str, ...]) -> None:
+    """Opening a named pipe for reading waits until someone writes to it: ``golden`` read the config that way and
+    hung. Every command refuses the pipe by name, at once."""
+    repo = copy_repo(PROJECT / "examples" / "multi-rack-zone", tmp_path / "repo")
+    (repo / pipe).unlink()
+    os.mkfifo(repo / pipe)
+    proc = toporender(*args, str(repo), timeout=60)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert "named pipe" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("toporender.yaml:"), proc.stderr
+
+
 def test_golden_dir_setting_and_errors(tmp_path: Path) -> None:
     repo = copy_repo(FIXTURE_REPO, tmp_path / "repo")
     cfg = repo / "toporender.yaml"

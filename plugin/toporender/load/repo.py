@@ -166,7 +166,7 @@ def load_repo_config(root: Path) -> tuple[Document, RepoConfig]:
         raise fail("expected a file but found a directory", Position(CONFIG_FILE))
     if not inside(root, config_path):
         raise fail("symlink points outside the repo; copy the file into the repo instead", Position(CONFIG_FILE))
-    if not config_path.is_file():
+    if not config_path.exists():
         raise fail(f"no {CONFIG_FILE} in {root}; create one (see README, 'Repo config')", Position(CONFIG_FILE))
     config_doc = single_document(config_path, CONFIG_FILE)
     return config_doc, load_config(config_doc)

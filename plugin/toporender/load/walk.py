@@ -83,7 +83,8 @@ def matches(parts: list[str], pattern: list[str]) -> bool:
     return matches(parts[1:], rest)
 
 
-def _kind(mode: int) -> str | None:
+def file_kind(mode: int) -> str | None:
+    """What a file of ``mode`` is, when it is not a regular file (None for one), as messages name it."""
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISDIR(mode):
@@ -136,7 +137,7 @@ def _classify(path: Path | str, rel: str, real_root: Path, found: Found, linked:
     if linked and not Path(path).resolve().is_relative_to(real_root):
         found.problems[rel] = "symlink points outside the repo; copy the file into the repo instead"
         return
-    kind = _kind(mode)
+    kind = file_kind(mode)
     if kind is None:
         found.files.add(rel)
     else:

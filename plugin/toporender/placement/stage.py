@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from toporender.errors import DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang
 from toporender.load.repo import Repo, inside
+from toporender.load.walk import file_kind
 from toporender.load.yaml_source import Document
 from toporender.placement.outcomes import (
     GangOutcome,
@@ -113,8 +114,11 @@ def _inventory(repo: Repo, path: str | None, docs: list[Document] | None, cache:
         target = repo.root / path
         if Path(path).is_absolute() or ".." in Path(path).parts or not inside(repo.root, target):
             raise fail(f"inventory {path!r} must be a path inside the repo", where())
-        if not target.is_file():
+        if not target.exists():
             raise fail(f"inventory file {path!r} not found", where())
+        if not target.is_file():
+            kind = file_kind(target.stat().st_mode) or "not a regular file"
+            raise fail(f"inventory file {path!r} is {kind}; it must be a regular file", where())
         cache[path] = read_inventory(target, path)
     return cache[path]
 
