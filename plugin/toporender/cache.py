@@ -121,6 +121,9 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
 _WRITE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                 | getattr(os, "O_BINARY", 0))
 """A new file only, never through a link: a link planted at the temporary name would send the write elsewhere."""
+_INPUT_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+MAX_INPUT_BYTES = 256 * 2**20
+"""The largest file a render reads (an inventory); a larger one renders uncached, and fails there."""
 
 
 def _read_regular(fd: int, limit: int) -> bytes | None:
@@ -320,7 +323,13 @@ def _file_hash(root: Path, rel: str, contents: bool = True, found: bool = False)
             raise OSError(f"{rel} is not a regular file inside the repo")
     if not contents:
         return "", os.stat(path).st_size
-    data = path.read_bytes()
+    fd = os.open(path, _INPUT_FLAGS)
+    try:
+        data = _read_regular(fd, MAX_INPUT_BYTES)
+    finally:
+        os.close(fd)
+    if data is None:  # replaced since it was looked at, or larger than any input a render reads
+        raise OSError(f"{rel} is not a regular file of a size a render reads")
     return hashlib.sha256(data).hexdigest(), len(data)
 
 

@@ -247,6 +247,25 @@ def test_an_entry_that_is_no_regular_file_is_a_miss(tmp_path: Path, cache_dir: P
         assert not entry.is_symlink() and entry.read_bytes() == raw
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this platform")
+def test_the_key_does_not_wait_on_a_file_replaced_by_a_pipe(tmp_path: Path) -> None:
+    """The key hashes the files the walk classified a moment before; one replaced by a pipe since then is an
+    error (the render then goes uncached and reports it), not a wait for a writer."""
+    os.mkfifo(tmp_path / "a.yaml")
+    got: list[BaseException | tuple[str, int]] = []
+
+    def take() -> None:
+        try:
+            got.append(cache._file_hash(tmp_path, "a.yaml", found=True))
+        except OSError as err:
+            got.append(err)
+
+    reader = threading.Thread(target=take, daemon=True)
+    reader.start()
+    reader.join(30)
+    assert got and isinstance(got[0], OSError), got
+
+
 def test_a_link_at_the_temporary_name_is_not_written_through(tmp_path: Path, cache_dir: Path) -> None:
     """The writer creates its temporary file anew: a link planted at that name (it is predictable: the entry's
     name and the writer's pid) is replaced, and the file it points to is left as it was."""
