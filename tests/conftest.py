@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pytest
 from click.testing import CliRunner
@@ -29,6 +30,31 @@ class CliResult:
 def run_cli(*args: str) -> CliResult:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+T = TypeVar("T")
+
+
+def within(seconds: float, fn: Callable[[], T]) -> T:
+    """``fn()``, run in a thread so that a call that never returns (a read waiting on a named pipe) fails the test
+    after ``seconds`` instead of hanging the suite; what ``fn`` raises is raised here."""
+    got: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            got.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread as it is
+            got.append((False, exc))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not got:
+        pytest.fail(f"did not return within {seconds} s")
+    ok, value = got[0]
+    if not ok:
+        raise value
+    return cast(T, value)
 
 
 def load_script(path: Path, name: str) -> ModuleType:

@@ -8,17 +8,15 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CliResult, run_cli, write_repo
+from conftest import CliResult, run_cli, within, write_repo
 from toporender import cache
 from toporender.cache import Store, find
 from toporender.options import RenderOptions
@@ -234,13 +232,8 @@ def test_an_entry_that_is_no_regular_file_is_a_miss(tmp_path: Path, cache_dir: P
             fh.truncate(cache.MAX_ENTRY_BYTES + cache.HEADER_BYTES + 1)
     else:
         entry.mkdir()
-    lookup: list[Any] = []
-    reader = threading.Thread(target=lambda: lookup.append(find(Store(cache_dir), repo, "stream-yaml",
-                                                                RenderOptions())), daemon=True)
-    reader.start()
-    reader.join(30)
-    assert lookup, "reading the planted entry did not return"
-    assert lookup[0] is not None and lookup[0].meta is None
+    found = within(30, lambda: find(Store(cache_dir), repo, "stream-yaml", RenderOptions()))
+    assert found is not None and found.meta is None
     again = run_cli("render", str(repo))
     assert (again.code, again.stdout, again.stderr) == (good.code, good.stdout, good.stderr)
     if planted != "directory":
@@ -252,18 +245,8 @@ def test_the_key_does_not_wait_on_a_file_replaced_by_a_pipe(tmp_path: Path) -> N
     """The key hashes the files the walk classified a moment before; one replaced by a pipe since then is an
     error (the render then goes uncached and reports it), not a wait for a writer."""
     os.mkfifo(tmp_path / "a.yaml")
-    got: list[BaseException | tuple[str, int]] = []
-
-    def take() -> None:
-        try:
-            got.append(cache._file_hash(tmp_path, "a.yaml", found=True))
-        except OSError as err:
-            got.append(err)
-
-    reader = threading.Thread(target=take, daemon=True)
-    reader.start()
-    reader.join(30)
-    assert got and isinstance(got[0], OSError), got
+    with pytest.raises(OSError, match="not a regular file"):
+        within(30, lambda: cache._file_hash(tmp_path, "a.yaml", found=True))
 
 
 def test_a_link_at_the_temporary_name_is_not_written_through(tmp_path: Path, cache_dir: Path) -> None:
