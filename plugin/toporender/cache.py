@@ -117,13 +117,14 @@ def code_fingerprint() -> str:
 
 HEADER_BYTES = 512
 """An entry's first line is shorter than this."""
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_READ_FLAGS = walk.READ_FLAGS | getattr(os, "O_NOFOLLOW", 0)
+"""An entry is never read through a link."""
 _WRITE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                 | getattr(os, "O_BINARY", 0))
 """A new file only, never through a link: a link planted at the temporary name would send the write elsewhere."""
-_INPUT_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 MAX_INPUT_BYTES = 256 * 2**20
-"""The largest file a render reads (an inventory); a larger one renders uncached, and fails there."""
+""":data:`toporender.placement.inventory.MAX_INVENTORY_BYTES`, the largest file a render reads (a test keeps them
+equal; that module is not imported on a cache hit); a larger one renders uncached, and fails there."""
 
 
 def _read_regular(fd: int, limit: int) -> bytes | None:
@@ -323,7 +324,7 @@ def _file_hash(root: Path, rel: str, contents: bool = True, found: bool = False)
             raise OSError(f"{rel} is not a regular file inside the repo")
     if not contents:
         return "", os.stat(path).st_size
-    fd = os.open(path, _INPUT_FLAGS)
+    fd = os.open(path, walk.READ_FLAGS)
     try:
         data = _read_regular(fd, MAX_INPUT_BYTES)
     finally:

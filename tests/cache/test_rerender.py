@@ -195,10 +195,12 @@ def test_errors_across_files_render_as_without_the_cache(tmp_path: Path, cache_d
 def test_limits_match_the_renderer() -> None:
     from toporender.build.objects import MAX_OBJECTS
     from toporender.load import repo
+    from toporender.placement.inventory import MAX_INVENTORY_BYTES
 
     assert (rerender.MAX_OBJECTS, rerender.MAX_WORKFLOW_FILES, rerender.MAX_TOTAL_BYTES) == \
         (MAX_OBJECTS, repo.MAX_WORKFLOW_FILES, repo.MAX_TOTAL_BYTES)
     assert rerender.SPREAD_FROM_FILES == pipeline.PARALLEL_FROM_FILES
+    assert cache.MAX_INPUT_BYTES == MAX_INVENTORY_BYTES
 
 
 def test_the_plan_memo_key_reads_the_same_from_json_demands(tmp_path: Path) -> None:

@@ -83,6 +83,11 @@ def matches(parts: list[str], pattern: list[str]) -> bool:
     return matches(parts[1:], rest)
 
 
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+"""How to open a file to read it: without waiting, so that a named pipe found in its place can be refused (by
+``fstat`` and :func:`file_kind`) instead of blocking until someone writes to it."""
+
+
 def file_kind(mode: int) -> str | None:
     """What a file of ``mode`` is, when it is not a regular file (None for one), as messages name it."""
     if stat.S_ISREG(mode):

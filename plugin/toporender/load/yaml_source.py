@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from toporender.errors import Position, fail
-from toporender.load.walk import file_kind
+from toporender.load.walk import READ_FLAGS, file_kind
 from toporender.load.yaml_fast import UNSURE, load_plain
 from toporender.load.yaml_limits import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, Loc
 
@@ -80,15 +80,12 @@ def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-
-
 def read_text(path: Path, source: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """Read a user file as UTF-8 with clear errors for the usual ways this goes wrong."""
     try:
         # one open and fstat: three calls on the path each were a sixth of a read. Opened without waiting, so a
         # named pipe is refused below instead of blocking the read until someone writes to it.
-        with open(os.open(path, _OPEN_FLAGS), "rb") as stream:
+        with open(os.open(path, READ_FLAGS), "rb") as stream:
             info = os.fstat(stream.fileno())
             kind = file_kind(info.st_mode)
             if kind == "a directory":
