@@ -63,9 +63,12 @@ class Repairer(Fitter):
     """Whether a gang the region searches could not admit is tried by lifting a few earlier gangs (:meth:`_eject`)."""
 
     # ---- re-arranging earlier gangs ------------------------------------------------------------------------------
-    def _inside(self, region: int) -> list[int]:
+    def _inside(self, region: int, charge: bool = True) -> list[int]:
+        """The movable gangs placed inside ``region``; the scan is charged to the bounded repair's steps unless
+        ``charge`` is off (the exact and lifting searches keep budgets of their own)."""
         tree = self.tree
-        self.spent += len(self.lca) // 64 + 1
+        if charge:
+            self.spent += len(self.lca) // 64 + 1
         fixed = self.fixed
         if region == ROOT:
             return sorted(g for g in self.lca if g not in fixed)
@@ -92,6 +95,11 @@ class Repairer(Fitter):
             self.placed.discard(i)
         self.lca.update(saved)
         self.placed.update(saved)
+
+    def _take_found(self, gangs: Iterable[CompiledGang], found: dict[int, dict[int, int]]) -> None:
+        """Assign the pods an exact search found for ``gangs`` (its pod -> node map per gang)."""
+        for x in gangs:
+            self._take_pairs(x.idx, sorted(found.get(x.idx, {}).items()))
 
     def _settle(self, gangs: Iterable[int]) -> None:
         """Record gangs whose pods a search has just assigned as placed."""
@@ -147,9 +155,7 @@ class Repairer(Fitter):
         seen: set[tuple[int, ...]] = set()
         best: tuple[tuple[int, ...], tuple[int, ...], dict[int, list[tuple[int, int]]]] | None = None
         for region in regions:
-            spent = self.spent
-            movable = self._inside(region)
-            self.spent = spent
+            movable = self._inside(region, charge=False)
             if not movable or tuple(movable) in seen:
                 continue
             seen.add(tuple(movable))
@@ -198,8 +204,7 @@ class Repairer(Fitter):
                 found = search.solve()
                 self.eject_exact_spent += search.steps + 1
                 if found is not None:
-                    for x in gs:
-                        self._take_pairs(x.idx, sorted(found.get(x.idx, {}).items()))
+                    self._take_found(gs, found)
                     ok = True
         else:
             ok, steps = self.place(gang, region, fit.GANG_STEPS)
@@ -237,9 +242,7 @@ class Repairer(Fitter):
             # cheap size test first: the bounded search's budgets (and so large pools' plans) stay untouched
             if sum(tree.dom_hist[region]) > EXACT_MAX_NODES:
                 continue
-            spent = self.spent
-            movable = self._inside(region)
-            self.spent = spent
+            movable = self._inside(region, charge=False)
             free = self._free(region, self.tolerated[gang.idx])
             if (tuple(movable), free) in seen or free < gang.need:
                 continue
@@ -272,8 +275,7 @@ class Repairer(Fitter):
                 if movable:
                     self.exact_notes[gang.idx] = self._exact_note(region, len(movable), proven)
                 continue
-            for x in gs:
-                self._take_pairs(x.idx, sorted(found.get(x.idx, {}).items()))
+            self._take_found(gs, found)
             self._settle(x.idx for x in gs)
             self._polish(gs, region)
             self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
