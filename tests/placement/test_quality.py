@@ -160,7 +160,6 @@ def test_varied_family_rows(seed: int, gpus: int, why: str) -> None:
     assert plan.placed_gpus >= sum(placed[k] for k in firstfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs))
 
 
-
 @pytest.mark.parametrize(("seed", "gpus", "left_out"), [
     (305, 239, "g00006: left out so that more GPUs are placed in total (239 against 233 with it placed); "),
     (469, 268, "g00004: left out so that more gangs are placed (8 against 6 with it placed, 268 GPUs either way); "),
