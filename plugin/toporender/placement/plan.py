@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -206,13 +208,14 @@ def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
     return out
 
 
-def _finest_level(gang: CompiledGang, gi: int) -> int:
-    best = -1
-    while gi >= 0:
-        g = gang.groups[gi]
-        best = max(best, g.req, g.pref if g.pref is not None else -1)
-        gi = g.parent
-    return best
+def _finest_levels(gang: CompiledGang, finest: int) -> list[int]:
+    """Per group, the finest level it or a group above it asks for (``finest`` where none asks for any); parents
+    come before their children, so one pass does."""
+    out: list[int] = []
+    for g in gang.groups:
+        lvl = max(g.req, g.pref if g.pref is not None else -1, out[g.parent] if g.parent >= 0 else -1)
+        out.append(lvl)
+    return [lvl if lvl >= 0 else finest for lvl in out]
 
 
 def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
@@ -271,31 +274,31 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
         placed_gpus += gang.need
         asg = packer.assign.get(gang.idx, {})
         own_of = {pod: node_path[node][0] for pod, node in asg.items()}
-        gpus_of: dict[int, int] = {}
-        per_own: dict[int, int] = {}
+        per_own = Counter(own_of.values())
+        gpus_of = dict.fromkeys(per_own, 0)
         pod_gpus = gang.pod_gpus
         for pod, own in own_of.items():
-            gpus_of[own] = gpus_of.get(own, 0) + pod_gpus[pod]
-            per_own[own] = per_own.get(own, 0) + 1
+            gpus_of[own] += pod_gpus[pod]
         domain_gpus = {tree.dom_path[own]: gpus for own, gpus in gpus_of.items()}
         for own, gpus in gpus_of.items():
             planned_own[own] = planned_own.get(own, 0) + gpus
         # Subgroup and pod domains depend only on a group and the node domains its pods landed in, so they are
         # worked out once per (group, node domain) rather than once per pod.
         groups = gang.groups
-        owns: list[set[int]] = [{own_of[p] for p in g.pods if p in own_of} for g in groups]
+        below: list[set[int]] = []  # per group, the node domains of its pods, then of its whole subtree's
         where_of: dict[int, Domain] = {}
-        for gi, g in enumerate(groups):
-            lvl = _finest_level(gang, gi)
-            if lvl < 0:
-                lvl = len(levels) - 1
-            here = {own: domain_of(own, lvl) for own in owns[gi]}
+        for g, lvl in zip(groups, _finest_levels(gang, len(levels) - 1)):
+            here: dict[int, Domain] = {}
             for p in g.pods:
                 at = own_of.get(p)
-                if at is not None and here[at]:
-                    where_of[p] = here[at]
+                if at is not None:
+                    dom = here.get(at)
+                    if dom is None:
+                        dom = here[at] = domain_of(at, lvl)
+                    if dom:
+                        where_of[p] = dom
+            below.append(set(here))
         # a child group comes after its parent, so one backward pass gives every group its whole subtree's domains
-        below = [set(o) for o in owns]
         for gi in range(len(groups) - 1, 0, -1):
             below[groups[gi].parent] |= below[gi]
         sub_domains: dict[str, dict[str, str]] = {}
@@ -357,7 +360,7 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
         stats.append(LevelStats(label, len(tree.level_domains[li]), empty, partly, full, largest))
     return PlacementPlan(
         levels, gangs, tuple(domains), tuple(stats), unit, stranded, requested, placed_gpus,
-        sum(tree.node_free[n] for n in range(len(tree.node_names)) if tree.node_ok[n]),
+        sum(compress(tree.node_free, tree.node_ok)),
         plan_hash(levels, gangs), _node_usage(tree, packer),
     )
 
