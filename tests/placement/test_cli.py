@@ -74,7 +74,8 @@ def test_plan_json_is_what_the_standard_encoder_writes() -> None:
     from toporender.cli.plan import _plan_json
 
     for data in ({"p": {"gangs": [{"a": 1, "b": [1, 2], "c": None, "d": True, "e": {}}], "x": []}},
-                 {"p": {"label": "zone-ä"}}, {"p": {"big": 2**70}}):
+                 {"p": {"label": "zone-ä"}}, {"p": {"big": 2**70}}, {"p": {"key": "workflows/a\x7f.yaml#g"}},
+                 {"p": {"key": "workflows/a\x1f\t\\.yaml#g"}}):
         assert _plan_json(data) == (json.dumps(data, indent=2) + "\n").encode()
 
 
