@@ -122,3 +122,19 @@ def test_plan_hash_is_the_sha256_of_the_canonical_json(pairs: dict[str, dict[str
              "gangs": {k: sorted(g.pod_nodes.items()) if g.placed else None for k, g in sorted(gangs.items())}}
     text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert plan_hash(tuple(levels), gangs) == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["a\x7fb", "x\x1fy", "\x00", "tab\t", 'q"uote', "back\\slash", "a/b", "é",
+                                  "\u2028", "\U0001f600"])
+def test_plan_hash_of_text_the_fast_encoder_writes_differently(name: str) -> None:
+    """Names the fast encoder writes otherwise than the canonical one (DEL raw, other text unescaped) or escapes
+    (control characters, quotes) hash as the canonical text does."""
+    import hashlib
+    import json
+
+    from toporender.placement.plan import GangPlacement, plan_hash
+
+    gangs = {name: GangPlacement(name, name, 1, True, None, pod_nodes={name: name, "p": name})}
+    text = json.dumps({"gangs": {name: sorted(gangs[name].pod_nodes.items())}, "levels": [name]},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    assert plan_hash((name,), gangs) == hashlib.sha256(text.encode()).hexdigest()

@@ -167,13 +167,22 @@ def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
 
     The JSON is ``json.dumps({"gangs": {key: sorted pod -> node pairs or null}, "levels": [...]}, sort_keys=True,
     separators=(",", ":"))``, fed to the hash gang by gang: at a million GPUs the whole text is tens of megabytes.
+    orjson writes the same bytes for printable ASCII text, in half the time; anything else (an escape, DEL, which
+    the standard encoder escapes, or other text) takes the standard encoder.
     """
+    import orjson
+
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
     digest = hashlib.sha256(b'{"gangs":{')
-    for i, key in enumerate(sorted(gangs)):
+    comma = b""
+    for key in sorted(gangs):
         g = gangs[key]
-        entry = encode(key) + ":" + encode(sorted(g.pod_nodes.items()) if g.placed else None)
-        digest.update((("," if i else "") + entry).encode())
+        nodes = sorted(g.pod_nodes.items()) if g.placed else None
+        entry = orjson.dumps(key) + b":" + orjson.dumps(nodes)
+        if b"\\" in entry or b"\x7f" in entry or not entry.isascii():  # escaped, or left as it is by orjson
+            entry = (encode(key) + ":" + encode(nodes)).encode()
+        digest.update(comma + entry)
+        comma = b","
     digest.update(('},"levels":' + encode(list(levels)) + "}").encode())
     return digest.hexdigest()
 
