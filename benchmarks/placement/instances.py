@@ -665,6 +665,13 @@ VARIED_HELD_OUT_4_SEEDS = range(8300, 8348)
 """A fourth held-out set of the varied family, first run with the code that measured the third, to tell whether
 the third's worst case or the older sets' is the typical one."""
 
+VARIED_DEVELOPMENT_3_SEEDS = range(260, 1060)
+"""More seeds of the varied family to look for faults on (260-659 compared with the optimum in earlier
+sittings, 660-1059 first run after that): the candidates for lifting were widened on them."""
+
+VARIED_HELD_OUT_5_SEEDS = range(8400, 8448)
+"""A fifth held-out set of the varied family, first run after that change."""
+
 
 def varied_inventory(rng: random.Random) -> tuple[Inventory, int]:
     """2-8 racks of 2-16 nodes, mostly of one size (2, 4 or 8 GPUs), cliques of 2 or 4 nodes or the whole rack;

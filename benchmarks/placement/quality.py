@@ -35,10 +35,12 @@ from instances import (  # noqa: E402
     HELD_OUT_SEEDS,
     TUNING_SEEDS,
     VARIED_DEVELOPMENT_2_SEEDS,
+    VARIED_DEVELOPMENT_3_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
     VARIED_HELD_OUT_3_SEEDS,
     VARIED_HELD_OUT_4_SEEDS,
+    VARIED_HELD_OUT_5_SEEDS,
     VARIED_HELD_OUT_SEEDS,
     Instance,
     arrival_optimum,
@@ -77,8 +79,9 @@ SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2
         "held-out": HELD_OUT_SEEDS, "held-out-2": HELD_OUT_2_SEEDS, "held-out-3": HELD_OUT_3_SEEDS}
 """The mixed family's seed sets (``--set``)."""
 VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_DEVELOPMENT_2_SEEDS,
-               "held-out": VARIED_HELD_OUT_SEEDS, "held-out-2": VARIED_HELD_OUT_2_SEEDS,
-               "held-out-3": VARIED_HELD_OUT_3_SEEDS, "held-out-4": VARIED_HELD_OUT_4_SEEDS}
+               "development-3": VARIED_DEVELOPMENT_3_SEEDS, "held-out": VARIED_HELD_OUT_SEEDS,
+               "held-out-2": VARIED_HELD_OUT_2_SEEDS, "held-out-3": VARIED_HELD_OUT_3_SEEDS,
+               "held-out-4": VARIED_HELD_OUT_4_SEEDS, "held-out-5": VARIED_HELD_OUT_5_SEEDS}
 """The varied family's seed sets."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]

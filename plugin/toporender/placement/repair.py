@@ -37,7 +37,7 @@ POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
 """Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail."""
-EJECT_CANDIDATES = 12
+EJECT_CANDIDATES = 16
 """Earlier gangs of a region an ejection may choose from (the smallest first)."""
 EJECT_MAX_LIFTED = 3
 """Earlier gangs one ejection lifts at most (each set in every order: the lifted gangs are placed in turn)."""
