@@ -79,10 +79,10 @@ def test_a_gang_of_smaller_pods_is_searched_after_a_larger_podded_one_failed() -
 def test_a_gang_the_exact_search_could_not_decide_says_so() -> None:
     from instances import FAMILY_LEVELS, family_instance
 
-    inst = family_instance(3054)
-    reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00019"].reason
-    assert reason.endswith("blocked by earlier gangs g00009, g00010, g00011 and 2 more; an exact search over the "
-                           "17 earlier gangs in zone z0 ran out of steps")
+    inst = family_instance(3060)
+    reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00011"].reason
+    assert reason.endswith("blocked by earlier gangs g00004, g00005, g00008; an exact search over the "
+                           "10 earlier gangs in zone z0 ran out of steps")
 
 
 def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:
@@ -174,7 +174,7 @@ def test_varied_family_rows(seed: int, gpus: int, why: str) -> None:
 
 
 @pytest.mark.parametrize(("seed", "gpus", "left_out"), [
-    (305, 239, "g00006: left out so that more GPUs are placed in total (239 against 233 with it placed); "),
+    (305, 234, "g00006: left out so that more GPUs are placed in total (234 against 233 with it placed); "),
     (469, 268, "g00004: left out so that more gangs are placed (8 against 6 with it placed, 268 GPUs either way); "),
 ], ids=["305", "469"])
 def test_a_lift_that_costs_later_gangs_more_is_not_kept(seed: int, gpus: int, left_out: str) -> None:

@@ -27,8 +27,10 @@ REPAIR_STEPS_PER_DOMAIN = 1_500
 REPAIR_STEPS_PER_GANG = 10
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
-EXACT_STEPS = 150_000
-"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`)."""
+EXACT_STEPS = 400_000
+"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
+run has, since a tight region can need most of them (a 35-node pool needed more than 300,000) and the run's
+budget bounds the worst case all the same."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 3
