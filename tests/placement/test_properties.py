@@ -124,6 +124,23 @@ def test_plan_hash_is_the_sha256_of_the_canonical_json(pairs: dict[str, dict[str
     assert plan_hash(tuple(levels), gangs) == hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_orjson_is_standard_only_where_json_dumps_writes_the_same() -> None:
+    """Every character up to U+00FF alone, in a key and in a list: where the check lets orjson's bytes stand,
+    they are json.dumps's, and every character but DEL below U+0080 is let stand (so the fast path is taken)."""
+    import json
+
+    import orjson
+
+    from toporender.placement.plan import orjson_is_standard
+
+    for c in map(chr, range(256)):
+        for data in (c, {c: [c, 1, None]}):
+            raw = orjson.dumps(data)
+            assert orjson_is_standard(raw) == (c < "\x7f"), repr(c)
+            if orjson_is_standard(raw):
+                assert raw == json.dumps(data, separators=(",", ":")).encode(), repr(c)
+
+
 @pytest.mark.parametrize("name", ["a\x7fb", "x\x1fy", "\x00", "tab\t", 'q"uote', "back\\slash", "a/b", "é",
                                   "\u2028", "\U0001f600"])
 def test_plan_hash_of_text_the_fast_encoder_writes_differently(name: str) -> None:

@@ -162,13 +162,20 @@ class PlacementPlan:
         }
 
 
+def orjson_is_standard(raw: bytes) -> bool:
+    """Whether what orjson wrote for strings, ints, lists, mappings and null is what ``json.dumps`` writes for
+    them by default (ASCII only): it is whenever it is ASCII without DEL. The escapes of the two are the same;
+    DEL orjson leaves as it is and ``json.dumps`` escapes, and text beyond ASCII orjson writes as UTF-8."""
+    return raw.isascii() and b"\x7f" not in raw
+
+
 def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
     """sha256 of the canonical JSON of the assignment (levels, and per gang the pod -> node map).
 
     The JSON is ``json.dumps({"gangs": {key: sorted pod -> node pairs or null}, "levels": [...]}, sort_keys=True,
     separators=(",", ":"))``, fed to the hash gang by gang: at a million GPUs the whole text is tens of megabytes.
-    orjson writes the same bytes for printable ASCII text, in half the time; anything else (an escape, DEL, which
-    the standard encoder escapes, or other text) takes the standard encoder.
+    orjson writes the same bytes in half the time where :func:`orjson_is_standard` holds; anything else takes the
+    standard encoder.
     """
     import orjson
 
@@ -179,7 +186,7 @@ def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
         g = gangs[key]
         nodes = sorted(g.pod_nodes.items()) if g.placed else None
         entry = orjson.dumps(key) + b":" + orjson.dumps(nodes)
-        if b"\\" in entry or b"\x7f" in entry or not entry.isascii():  # escaped, or left as it is by orjson
+        if not orjson_is_standard(entry):
             entry = (encode(key) + ":" + encode(nodes)).encode()
         digest.update(comma + entry)
         comma = b","
