@@ -1,15 +1,15 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
 Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied] [--set tuning|development|
-development-2|held-out|held-out-2|held-out-3|held-out-4] [--seeds N] [--first S] [--verbose]
+development-2|development-3|held-out|held-out-2|...|held-out-5] [--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and cordoned
 nodes, several gang shapes): ``--set tuning``, ``--set development`` and ``--set development-2`` the seeds it may
 be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint seeds kept for reports.
 ``varied`` is a third family with what the others lack (tainted nodes and gangs that tolerate them, pods outside
-every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes): ``--set development`` and
-``--set development-2`` (changes were made on them), ``--set held-out`` to ``--set held-out-4``. Prints a summary
+every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes): ``--set development`` to
+``--set development-3`` (changes were made on them), ``--set held-out`` to ``--set held-out-5``. Prints a summary
 table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average
 domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than the
 smallest subgroup) and the time per instance.
