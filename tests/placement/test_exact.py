@@ -54,7 +54,7 @@ NEIGHBOURHOODS = [
 
 
 # The same from the varied family: tainted nodes some gangs tolerate, pods outside subgroups, gangs bound to no
-# domain; the first four cannot be placed together, the others can.
+# domain; the first four and the last two cannot be placed together, the others can.
 VARIED_NEIGHBOURHOODS = [
     (133, (0, 1, 2)),
     (133, (0, 1, 3)),
@@ -66,6 +66,10 @@ VARIED_NEIGHBOURHOODS = [
     (126, (0, 1, 2, 3, 4, 5, 6, 8)),
     (128, (0, 1, 2, 3, 4, 5)),
     (134, (0, 1, 2)),
+    # g00005 (72 GPUs, no toleration, bound to a rack) fits no rack's untainted GPUs: proven before a node is
+    # tried; the search ran out of 300,000 steps when it counted every unit's GPUs, tainted or not
+    (1130, (0, 2, 3, 4, 5)),
+    (1130, (3, 5)),
 ]
 
 
@@ -224,3 +228,108 @@ def test_pods_bound_to_no_finer_domain_are_placed_one_by_one() -> None:
     assert len({rack[a[p.name]] for p in a0}) == 1
     assert len({rack[b[p.name]] for p in b0}) == 1
     assert len({tree.node_labels[n]["block"] for n in b.values()}) == 1
+
+
+def _brute_fits(want: list[tuple[tuple[int, ...], int]], size: int, free: list[int]) -> bool:
+    """Every way to put the pods on the nodes their set allows, one pod at a time."""
+    pods = [nodes for nodes, n in want for _ in range(n)]
+    left = list(free)
+
+    def put(i: int) -> bool:
+        if i == len(pods):
+            return True
+        for j in pods[i]:
+            if left[j] >= size:
+                left[j] -= size
+                if put(i + 1):
+                    return True
+                left[j] += size
+        return False
+
+    return put(0)
+
+
+@pytest.mark.parametrize(("want", "size", "free", "fits"), [
+    ([((0, 1), 2)], 1, [1, 1], True),
+    ([((0,), 1), ((0, 1), 1)], 1, [1, 0], False),
+    # the small set first: the pod of {0, 1} must leave node 0 to the pod of {0}
+    ([((0, 1), 1), ((0,), 1)], 1, [1, 1], True),
+    # filled greedily, {0, 1} takes node 1 and {1, 2} node 2; {1} then needs a path through both
+    ([((0, 1), 1), ((1, 2), 1), ((1,), 1)], 1, [1, 1, 1], True),
+    ([((0, 1), 2), ((1, 2), 2), ((1,), 1)], 1, [1, 2, 1], False),
+    # whole pods: 3 free GPUs take one 2-GPU pod
+    ([((0, 1), 3)], 2, [4, 3], True),
+    ([((0, 1), 3)], 2, [3, 3], False),
+    ([], 1, [0], True),
+])
+def test_flows_decide_one_size_exactly(want: list[tuple[tuple[int, ...], int]], size: int, free: list[int],
+                                       fits: bool) -> None:
+    from toporender.placement.exact import _flows
+
+    assert _flows(want, size, free) == fits == _brute_fits(want, size, free)
+
+
+def test_flows_agree_with_trying_every_node() -> None:
+    """Random small cases: pods of one size in overlapping sets of nodes."""
+    import random
+
+    from toporender.placement.exact import _flows
+
+    rng = random.Random(7)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        nodes = rng.randint(1, 4)
+        free = [rng.randint(0, 4) for _ in range(nodes)]
+        sets = {tuple(sorted(rng.sample(range(nodes), rng.randint(1, nodes)))) for _ in range(rng.randint(1, 3))}
+        want = [(s, rng.randint(1, 3)) for s in sorted(sets)]
+        size = rng.choice([1, 1, 2])
+        got = _flows(want, size, free)
+        assert got == _brute_fits(want, size, free), (want, size, free)
+        seen[got] += 1
+    assert min(seen.values()) > 50, seen
+
+
+def test_groups_bound_together_must_fit_their_domain() -> None:
+    """A rack-bound gang of a 2-GPU group in a clique and a 14-GPU group: whichever rack the small group goes to
+    fixes the gang's rack, and neither rack has 16 free GPUs. The search proves it from GPU sums without a step
+    (counting each group alone, every group fits some rack)."""
+    levels = ("zone", "rack", "clique")
+    nodes = [Node(f"r{r}-c{c}-n{n}", {"zone": "z", "rack": f"r{r}", "clique": f"r{r}-c{c}"}, 8, 1, False)
+             for r in range(2) for c in range(2) for n in range(1)]
+    nodes += [Node(f"r{r}-c9-n0", {"zone": "z", "rack": f"r{r}", "clique": f"r{r}-c9"}, 8, 7, False) for r in range(2)]
+    tree = Tree(Inventory.of(nodes), levels, {})
+    pods = (PodDemand("s0-0", 1), PodDemand("s0-1", 1), *(PodDemand(f"s1-{j}", 2) for j in range(7)))
+    subs = (SubgroupDemand("s0", None, LevelConstraint("clique"), pods[:2]),
+            SubgroupDemand("s1", None, LevelConstraint("rack"), pods[2:]))
+    gang = GangDemand("g", "g", LevelConstraint("rack"), subs, pods,
+                      tuple((p.name, p.name.split("-")[0]) for p in pods))
+    # a gang bound to nothing: the gangs have no common level to be given whole first
+    free = GangDemand("h", "h", LevelConstraint(None), (), (PodDemand("x", 1),), ())
+    search = ExactRepack(tree, ROOT, Packer(tree, [gang, free]).gangs, 100_000)
+    assert search.solve() is None
+    assert search.steps == 0
+
+
+def test_pods_kept_off_tainted_nodes_must_fit_the_others() -> None:
+    """Three untainted and two tainted nodes of 8 GPUs in one clique. Gang a tolerates the taint; gang b asks 25
+    GPUs (a 2-GPU pod and 23 of 1 GPU) and does not: 33 GPUs fit the 40 free, but b's pods fit only the 24
+    untainted ones. After a few dead ends the node search counts the pods left and refuses every state it backs
+    up to (without the counts it tried 511 nodes)."""
+    from toporender.placement.exact import NODE_DEAD_ENDS
+    from toporender.placement.inventory import Taint
+
+    taint = Taint("team", "a", "NoSchedule")
+    nodes = [Node(f"n{i}", {"zone": "z", "rack": "r", "clique": "c"}, 8, 0, False, (taint,) if i > 2 else ())
+             for i in range(5)]
+    tree = Tree(Inventory.of(nodes), ("zone", "rack", "clique"), {})
+
+    def gang(key: str, gpus: list[int], tolerations: tuple[tuple[str, str | None, str | None], ...]) -> GangDemand:
+        pods = tuple(PodDemand(f"s0-{j}", g, tolerations) for j, g in enumerate(gpus))
+        sub = SubgroupDemand("s0", None, LevelConstraint("clique"), pods)
+        return GangDemand(key, key, LevelConstraint("rack"), (sub,), pods, tuple((p.name, "s0") for p in pods))
+
+    gangs = Packer(tree, [gang("a", [1] * 8, (("team", "a", "NoSchedule"),)), gang("b", [2] + [1] * 23, ())]).gangs
+    search = ExactRepack(tree, ROOT, gangs, 100_000)
+    clique = tree.node_path[0][0]
+    assert search._unit_fit(clique, [(leaf, clique) for leaf in sorted(search.leaves)]) is None
+    assert search.steps <= 3 * NODE_DEAD_ENDS

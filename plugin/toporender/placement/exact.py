@@ -10,10 +10,14 @@ node) at a time instead of placing one group at a time:
   holds, largest first, each of a finer level in one of the unit's domains of that level (best fit first);
 * the GPUs a unit leaves free are lost to the groups still to place, so each unit may leave at most the slack
   (free GPUs minus GPUs asked) not yet lost, and the groups left must fit, size by size, the whole pods the
-  units after it can take;
+  units after it can take; so must the groups left of every coarser group (a gang bound to a rack): within
+  the domain an earlier choice fixed it to, else within some domain of its level, counting only untainted
+  GPUs for groups that may use no tainted node;
 * the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
   first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
-  nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there);
+  nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there); in every
+  state, the pods left that may use only some of the nodes (a clique, the untainted ones) must fit those, size
+  by size, and once the pods left are all of one size a maximum flow decides whether they fit;
 * interchangeable choices are tried once: leaf groups of the same shape (the first k of them, in domains in path
   order), sibling domains that are still empty and have the same free GPUs per node, nodes of one finest domain
   with the same free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried
@@ -42,6 +46,9 @@ EXACT_MAX_NODES = 128
 """Regions with more schedulable nodes than this are not searched exactly."""
 EXACT_MAX_PODS = 256
 """Neighbourhoods with more pods than this are not searched exactly."""
+
+NODE_DEAD_ENDS = 16
+"""States a unit's node search proves infeasible before it starts counting the pods left (:class:`_PodsLeft`)."""
 
 LeafKey = tuple[int, int]
 """(gang index, group index) of a leaf group."""
@@ -436,6 +443,54 @@ class ExactRepack:
         for i, s in enumerate(self.sizes):
             if sum(self.ge[k][i] for k in left) > sum(self._caps(u)[s] for u in units):
                 return False
+        # the same for every group bound to a domain coarser than a leaf's: the leaves left of one that an earlier
+        # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
+        # units still to fill, and those of one not fixed yet must fit some domain of its level; groups that may
+        # use no tainted node (when others may) count only untainted GPUs
+        tree = self.tree
+        anc = tree.dom_anc
+        level = tree.dom_level
+        rem: dict[int, int] = {}
+        rem_strict: dict[int, int] = {}
+        for u in units:
+            f = self._free(u)
+            g = tree.dom_free[u] - self.strict_load.get(u, 0) if self.usable else f
+            for d in anc[u]:
+                rem[d] = rem.get(d, 0) + f
+                rem_strict[d] = rem_strict.get(d, 0) + g
+        most_at: dict[tuple[int, bool], int] = {}
+        for d, f in rem.items():
+            for strict, got in ((False, f), (True, rem_strict[d])):
+                if got > most_at.get((level[d], strict), 0):
+                    most_at[(level[d], strict)] = got
+        fixed_in: dict[int, set[LeafKey]] = {}
+        loose: dict[LeafKey, tuple[int, bool]] = {}
+        for k in left:
+            strict = self._strict(k)
+            if self.need[k] > most_at.get((self.unit_level, strict), 0):
+                return False
+            for gi in self._chain(k)[1:]:
+                r = self.req[(k[0], gi)]
+                if r <= self.rlvl:
+                    continue
+                dom = self.fixed.get((k[0], gi))
+                if dom is None:
+                    n, all_strict = loose.get((k[0], gi), (0, True))
+                    n, all_strict = n + self.need[k], all_strict and strict
+                    loose[(k[0], gi)] = n, all_strict
+                    if n > most_at.get((min(r, self.unit_level), all_strict), 0):
+                        return False
+                elif level[dom] <= self.unit_level:
+                    fixed_in.setdefault(dom, set()).add(k)
+        for d, keys in fixed_in.items():
+            if sum(self.need[k] for k in keys) > rem.get(d, 0):
+                return False
+            if self.usable and sum(self.need[k] for k in keys if self._strict(k)) > rem_strict.get(d, 0):
+                return False
+            inside = [u for u in units if d in anc[u]]
+            for i, s in enumerate(self.sizes):
+                if sum(self.ge[k][i] for k in keys) > sum(self._caps(u)[s] for u in inside):
+                    return False
         return True
 
     def _allowed(self, key: LeafKey, u: int) -> bool:
@@ -574,6 +629,8 @@ class ExactRepack:
         pods.sort(key=lambda p: (-p[0], p[1], p[3]))
         placed: list[int] = [0] * len(pods)
         dead: set[tuple[int, int, tuple[int, ...]]] = set()
+        # the counts of the pods left, kept only once a state has failed: most units fit at the first try
+        pods_left: list[_PodsLeft | None] = [None]
 
         def place(i: int) -> bool:
             if i == len(pods):
@@ -582,6 +639,10 @@ class ExactRepack:
             low = placed[i - 1] if i and pods[i - 1][3] == key and pods[i - 1][0] == size else -1
             state = (i, low, tuple(free))
             if state in dead:
+                return False
+            left = pods_left[0]
+            if left and not left.fit(i, low, free):
+                dead.add(state)
                 return False
             tried: set[tuple[int, int, tuple[str, ...]]] = set()
             # tightest node first: pack-to-empty inside the unit
@@ -593,10 +654,19 @@ class ExactRepack:
                 self._step()
                 free[j] -= size
                 placed[i] = j
+                if left := pods_left[0]:
+                    left.take(i)
                 if place(i + 1):
                     return True
+                # counted as placed also when the counts began deeper down
+                if left := pods_left[0]:
+                    left.put_back(i)
                 free[j] += size
             dead.add(state)
+            if not pods_left[0] and len(dead) >= NODE_DEAD_ENDS:
+                # a search that backs up this often is a hard one: from here on it also prunes by what the pods
+                # left ask (counting them costs more than most units' whole search)
+                pods_left[0] = _PodsLeft(pods, self.sizes, i)
             return False
 
         out: dict[LeafKey, list[int]] | None = None
@@ -612,3 +682,136 @@ class ExactRepack:
                 out[key] = [n for _, n in pairs]
         self.unit_memo[memo_key] = out
         return out
+
+
+
+def _flows(want: Sequence[tuple[tuple[int, ...], int]], size: int, free: Sequence[int]) -> bool:
+    """Whether ``count`` pods of ``size`` GPUs per set of nodes they may use fit the nodes' free GPUs: a
+    maximum flow from the sets to the nodes, exact where the search's bounds are not. Filling the smallest sets
+    first settles most cases; augmenting paths decide the rest."""
+    cap = [f // size for f in free]
+    total = sum(n for _, n in want)
+    if total > sum(cap):
+        return False
+    sets = sorted(want, key=lambda w: (len(w[0]), w[0]))
+    # flow[a][j]: pods of set a on node j
+    flow: list[dict[int, int]] = [{} for _ in sets]
+    short = [0] * len(sets)
+    for a, (nodes, n) in enumerate(sets):
+        for j in nodes:
+            if not n:
+                break
+            take = min(n, cap[j])
+            if take:
+                cap[j] -= take
+                n -= take
+                flow[a][j] = take
+        short[a] = n
+    while any(short):
+        # a path from a set with pods left, through nodes and the sets using them, to a node with room
+        prev: dict[tuple[bool, int], tuple[bool, int] | None] = {(False, a): None for a, n in enumerate(short) if n}
+        queue = list(prev)
+        end = None
+        q = 0
+        while q < len(queue) and end is None:
+            is_node, x = queue[q]
+            q += 1
+            if not is_node:
+                for j in sets[x][0]:
+                    if (True, j) not in prev:
+                        prev[(True, j)] = (False, x)
+                        if cap[j]:
+                            end = (True, j)
+                            break
+                        queue.append((True, j))
+            else:
+                for a in range(len(sets)):
+                    if (False, a) not in prev and flow[a].get(x):
+                        prev[(False, a)] = (True, x)
+                        queue.append((False, a))
+        if end is None:
+            return False
+        cap[end[1]] -= 1
+        step: tuple[bool, int] | None = end
+        while step is not None:
+            back = prev[step]
+            if back is None:
+                short[step[1]] -= 1
+            elif step[0]:
+                flow[back[1]][step[1]] = flow[back[1]].get(step[1], 0) + 1
+            else:
+                flow[step[1]][back[1]] -= 1
+            step = back
+    return True
+
+
+class _PodsLeft:
+    """What the pods not placed yet ask of each set of nodes some of them may use (a clique, the untainted nodes
+    of a rack), size by size; kept up to date as the node search places and takes back pods.
+
+    :meth:`fit` is Hall's condition for those sets: the pods allowed only on nodes of a set fit them, pods of at
+    least s GPUs in whole multiples of s per node. Without it a unit with many one-GPU pods and a few nodes
+    closed to some of them spends its whole budget proving what a sum shows. Once the pods left are all of one
+    size, a maximum flow decides exactly (:func:`_flows`)."""
+
+    def __init__(self, pods: Sequence[tuple[int, int, tuple[int, ...], LeafKey]], sizes: Sequence[int],
+                 placed: int):
+        """The counts with the first ``placed`` pods placed (``pods`` largest first)."""
+        self.sets = sorted({p[2] for p in pods})
+        where = {a: i for i, a in enumerate(self.sets)}
+        nodes = [frozenset(a) for a in self.sets]
+        self.subs = [[b for b, other in enumerate(nodes) if other <= a] for a in nodes]
+        self.sizes = [s for s in sizes if s <= pods[0][0]] or [1]
+        counted = {size: [k for k, s in enumerate(self.sizes) if size >= s] for size in {p[0] for p in pods}}
+        # per pod: its set, its GPUs and the sizes it counts for
+        self.pods = [(where[allowed], size, counted[size]) for size, _, allowed, _ in pods]
+        self.want = [[0] * len(self.sizes) for _ in self.sets]
+        for i in range(placed, len(pods)):
+            self.put_back(i)
+        # from pod ``even`` on all pods have one size; per pod from there, the pods of each set left from it on
+        # and how many of its own group follow it (a group's pods are next to each other)
+        self.even = len(pods)
+        while self.even > 0 and pods[self.even - 1][0] == pods[-1][0]:
+            self.even -= 1
+        self.group = [p[3] for p in pods]
+        self.allowed = [p[2] for p in pods]
+        self.size = pods[-1][0]
+        self.tail_sets = sorted(set(self.allowed[self.even:]))
+        at = {a: k for k, a in enumerate(self.tail_sets)}
+        self.tail_left = [[0] * len(self.tail_sets) for _ in range(len(pods) + 1)]
+        self.run = [0] * (len(pods) + 1)
+        for i in range(len(pods) - 1, self.even - 1, -1):
+            self.tail_left[i] = list(self.tail_left[i + 1])
+            self.tail_left[i][at[self.allowed[i]]] += 1
+            self.run[i] = self.run[i + 1] + 1 if i + 1 < len(pods) and self.group[i + 1] == self.group[i] else 1
+
+    def take(self, i: int) -> None:
+        a, size, ks = self.pods[i]
+        for k in ks:
+            self.want[a][k] -= size
+
+    def put_back(self, i: int) -> None:
+        a, size, ks = self.pods[i]
+        for k in ks:
+            self.want[a][k] += size
+
+    def fit(self, i: int, low: int, free: Sequence[int]) -> bool:
+        """Whether the pods from ``i`` on may fit; pods of pod ``i - 1``'s group go to nodes from ``low`` on (the
+        search puts them in node order)."""
+        want = self.want
+        for a, nodes in enumerate(self.sets):
+            for k, s in enumerate(self.sizes):
+                asked = sum(want[b][k] for b in self.subs[a])
+                if asked and asked > sum(free[j] // s * s for j in nodes):
+                    return False
+        return i < self.even or _flows(self._tail(i, low), self.size, free)
+
+    def _tail(self, i: int, low: int) -> list[tuple[tuple[int, ...], int]]:
+        """The pods from ``i`` on (all of one size) per set of nodes they may use."""
+        row = self.tail_left[i]
+        if low < 0:
+            return [(a, n) for a, n in zip(self.tail_sets, row, strict=True) if n]
+        own = self.allowed[i]
+        out = [(a, n - self.run[i] if a == own else n) for a, n in zip(self.tail_sets, row, strict=True)]
+        out.append((tuple(j for j in own if j >= low), self.run[i]))
+        return [(a, n) for a, n in out if n]
