@@ -46,6 +46,9 @@ EXACT_MAX_NODES = 128
 """Regions with more schedulable nodes than this are not searched exactly."""
 EXACT_MAX_PODS = 256
 """Neighbourhoods with more pods than this are not searched exactly."""
+EXACT_MAX_PARTS = 8
+"""Parts the gangs bound to no domain may add to a search (see ``ExactRepack._parts``): parts that are alike
+are tried in every order."""
 
 NODE_DEAD_ENDS = 16
 """States a unit's node search proves infeasible before it starts counting the pods left (:class:`_PodsLeft`)."""
@@ -74,6 +77,10 @@ class ExactRepack:
         self.before = before or {}
         """Where the moved gangs were (``gang -> pod -> node``): a gang given a whole domain tries its old one
         first."""
+        self.whole_of: dict[int, int] = {}
+        """Gang index of each part of a gang bound to no domain (see :meth:`_parts`)."""
+        if not preferred:
+            gangs = self._parts(tree, region, gangs)
         # required level of every group; with ``preferred`` a gang's preferred level counts as required, so
         # the search keeps each gang inside one domain of it (one block, say) when it can
         self.req: dict[LeafKey, int] = {}
@@ -114,7 +121,7 @@ class ExactRepack:
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
         self.shape_memo: dict[int, tuple[object, ...]] = {}
         self.caps_memo: dict[int, dict[int, int]] = {}
-        every = sorted({g for x in gangs for g in x.pod_gpus}, reverse=True)
+        every = sorted({g for x in gangs for g in x.pod_gpus if g}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
         # per leaf group: the GPUs and sizes of its own pods (a group with subgroups, such as a gang's pods outside
         # every subgroup, has a ``need`` and ``sizes`` that count theirs too), and per size of ``sizes`` the GPUs
@@ -171,6 +178,59 @@ class ExactRepack:
             groups[gi] = dataclasses.replace(g, pods=[], children=[*g.children, *range(len(x.groups), len(groups))])
             self.gangs[gang] = dataclasses.replace(x, groups=groups)
 
+    def _parts(self, tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> list[CompiledGang]:
+        """The gangs with each gang bound to no domain of the region split into parts that are: each subgroup
+        bound to a domain at least as fine as every other gang's (with its subgroups), and each pod outside
+        those.
+
+        A gang bound to nothing keeps the whole search from first giving every gang a domain of the gangs'
+        common level (and then searching each domain on its own): a free gang of a few pods made a pool of
+        forty nodes one search that ran out of steps, where the other gangs alone were placed zone by zone in
+        12,000. The parts are what the gang's constraints bind together, and a pod lies in one domain of every
+        level, so the split rules out no arrangement. Kept as they are when some group of a free gang is bound
+        to a level between the region's and that common one (its parts would need a coarser domain), or when the
+        parts would be more than ``EXACT_MAX_PARTS``."""
+        rlvl = tree.dom_level[region]
+        bound = [x.groups[0].req for x in gangs if x.groups[0].req > rlvl]
+        free = [x for x in gangs if x.groups[0].req <= rlvl]
+        if not bound or not free:
+            return list(gangs)
+        split = min(bound)
+        out = [x for x in gangs if x.groups[0].req > rlvl]
+        fresh = max(x.idx for x in gangs) + 1
+        for x in free:
+            # (required level, groups whose pods the part holds, or one group and one pod)
+            pieces: list[tuple[int, list[int], int]] = []
+            todo = [0]
+            while todo:
+                gi = todo.pop(0)
+                g = x.groups[gi]
+                if g.req >= split:
+                    below, stack = [], [gi]
+                    while stack:
+                        b = stack.pop()
+                        below.append(b)
+                        stack.extend(x.groups[b].children)
+                    pieces.append((g.req, sorted(below), -1))
+                elif g.req <= rlvl:
+                    pieces.extend((split, [gi], p) for p in g.pods)
+                    todo.extend(g.children)
+                else:
+                    return list(gangs)
+            if len(out) - len(bound) + len(pieces) > EXACT_MAX_PARTS:
+                return list(gangs)
+            for req, members, pod in pieces:
+                groups = []
+                for gi, g in enumerate(x.groups):
+                    pods = ([pod] if pod >= 0 else g.pods) if gi in members else []
+                    groups.append(dataclasses.replace(g, pods=list(pods), req=req if gi == 0 else g.req))
+                held = {p for g in groups for p in g.pods}
+                gpus = [n if p in held else 0 for p, n in enumerate(x.pod_gpus)]
+                out.append(dataclasses.replace(x, idx=fresh, groups=groups, pod_gpus=gpus, need=sum(gpus)))
+                self.whole_of[fresh] = x.idx
+                fresh += 1
+        return out
+
     @staticmethod
     def applies(tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> bool:
         """Small enough, and nothing the search does not model (excluded nodes)."""
@@ -199,7 +259,7 @@ class ExactRepack:
         out: dict[int, dict[int, int]] = {}
         for (gang, gi), nodes in sorted(result.items()):
             pods = self.gangs[gang].groups[gi].pods
-            out.setdefault(gang, {}).update(zip(pods, nodes, strict=True))
+            out.setdefault(self.whole_of.get(gang, gang), {}).update(zip(pods, nodes, strict=True))
         return out
 
     # ---- whole gangs to domains of the gangs' common required level first --------------------------------------
@@ -566,11 +626,12 @@ class ExactRepack:
 
         The neighbourhood held an arrangement of every moved gang a moment ago, so one close to it is the likely
         answer."""
-        pods = self.before.get(gang)
-        if not pods:
+        pods = self.before.get(self.whole_of.get(gang, gang))
+        held = [p for g in self.gangs[gang].groups for p in g.pods if pods and p in pods]
+        if not pods or not held:
             return -1
         level = self.tree.dom_level
-        return next((d for d in self.tree.node_path[pods[min(pods)]] if level[d] == lvl), -1)
+        return next((d for d in self.tree.node_path[pods[min(held)]] if level[d] == lvl), -1)
 
     def _node_kind(self, n: int) -> int | tuple[int, tuple[str, ...]]:
         """What tells a node from another of the same finest domain for the search: its free GPUs when no group
