@@ -1,7 +1,7 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
 Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied] [--set tuning|development|
-development-2|development-3|held-out|held-out-2|...|held-out-5] [--seeds N] [--first S] [--verbose]
+development-2|...|development-4|held-out|held-out-2|...|held-out-5] [--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and cordoned
@@ -9,7 +9,7 @@ nodes, several gang shapes): ``--set tuning``, ``--set development`` and ``--set
 be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint seeds kept for reports.
 ``varied`` is a third family with what the others lack (tainted nodes and gangs that tolerate them, pods outside
 every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes): ``--set development`` to
-``--set development-3`` (changes were made on them), ``--set held-out`` to ``--set held-out-5``. Prints a summary
+``--set development-4`` (changes were made on them), ``--set held-out`` to ``--set held-out-5``. Prints a summary
 table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average
 domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than the
 smallest subgroup) and the time per instance.
@@ -36,6 +36,7 @@ from instances import (  # noqa: E402
     TUNING_SEEDS,
     VARIED_DEVELOPMENT_2_SEEDS,
     VARIED_DEVELOPMENT_3_SEEDS,
+    VARIED_DEVELOPMENT_4_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
     VARIED_HELD_OUT_3_SEEDS,
@@ -79,7 +80,8 @@ SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2
         "held-out": HELD_OUT_SEEDS, "held-out-2": HELD_OUT_2_SEEDS, "held-out-3": HELD_OUT_3_SEEDS}
 """The mixed family's seed sets (``--set``)."""
 VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_DEVELOPMENT_2_SEEDS,
-               "development-3": VARIED_DEVELOPMENT_3_SEEDS, "held-out": VARIED_HELD_OUT_SEEDS,
+               "development-3": VARIED_DEVELOPMENT_3_SEEDS, "development-4": VARIED_DEVELOPMENT_4_SEEDS,
+               "held-out": VARIED_HELD_OUT_SEEDS,
                "held-out-2": VARIED_HELD_OUT_2_SEEDS, "held-out-3": VARIED_HELD_OUT_3_SEEDS,
                "held-out-4": VARIED_HELD_OUT_4_SEEDS, "held-out-5": VARIED_HELD_OUT_5_SEEDS}
 """The varied family's seed sets."""
