@@ -161,6 +161,7 @@ VARIED = [
     (817, 188, "the lift that admits g00014 takes the largest of 13 earlier gangs with two others (93%)"),
     (1122, 284, "searches proven hopeless from sums leave steps to the search that admits g00002 (85%)"),
     (1130, 335, "a gang bound to nothing searched in parts: the others are given zones first (79%)"),
+    (1235, 284, "old domains first ran out of steps; the plain order finds g00009's arrangement (90%)"),
 ]
 
 

@@ -29,8 +29,10 @@ MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
-run has, since a tight region can need most of them (a 35-node pool needed more than 300,000) and the run's
-budget bounds the worst case all the same."""
+run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
+Half go to a search that tries each gang's old domain first; if it runs out, the rest to one in the plain order
+(a depth-first search can spend any budget under one wrong early choice, and the two orders fail on different
+regions)."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 3
@@ -261,12 +263,14 @@ class Repairer(Fitter):
                 self._release(m)
             found = None
             proven = False
-            # each gang inside one domain of its preferred level first (fewest domains), then only as required
-            for preferred, steps in ((True, EXACT_PREFERRED_STEPS), (False, EXACT_STEPS)):
+            # each gang inside one domain of its preferred level first (fewest domains), then only as required:
+            # old domains first for half the steps, then in the plain order
+            for preferred, steps, old in ((True, EXACT_PREFERRED_STEPS, before), (False, EXACT_STEPS // 2, before),
+                                          (False, EXACT_STEPS, None)):
                 budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
                 if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                     continue
-                search = ExactRepack(tree, region, gs, budget, preferred, before)
+                search = ExactRepack(tree, region, gs, budget, preferred, old)
                 found = search.solve()
                 self.exact_spent += search.steps
                 proven = not preferred and search.steps <= search.budget
