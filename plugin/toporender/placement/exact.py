@@ -745,10 +745,9 @@ class ExactRepack:
         return out
 
 
-
 def _flows(want: Sequence[tuple[tuple[int, ...], int]], size: int, free: Sequence[int]) -> bool:
-    """Whether ``count`` pods of ``size`` GPUs per set of nodes they may use fit the nodes' free GPUs: a
-    maximum flow from the sets to the nodes, exact where the search's bounds are not. Filling the smallest sets
+    """Whether pods of ``size`` GPUs, ``want`` of them per set of nodes they may use, fit the nodes' free GPUs:
+    a maximum flow from the sets to the nodes, exact where the search's bounds are not. Filling the smallest sets
     first settles most cases; augmenting paths decide the rest."""
     cap = [f // size for f in free]
     total = sum(n for _, n in want)
