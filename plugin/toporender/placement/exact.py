@@ -231,6 +231,13 @@ class ExactRepack:
                 fresh += 1
         return out
 
+    @property
+    def steers(self) -> bool:
+        """Whether ``before`` orders any choice: only whole gangs given domains of their common level first try
+        their old ones (without that step, the search is the same with or without ``before``)."""
+        split = min((self.req[(x.idx, 0)] for x in self.gangs.values()), default=-1)
+        return bool(self.before) and split > self.rlvl
+
     @staticmethod
     def applies(tree: Tree, region: int, gangs: Sequence[CompiledGang]) -> bool:
         """Small enough, and nothing the search does not model (excluded nodes)."""

@@ -30,9 +30,9 @@ REPAIR_REGIONS = 3
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
 run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
-Half go to a search that tries each gang's old domain first; if it runs out, the rest to one in the plain order
-(a depth-first search can spend any budget under one wrong early choice, and the two orders fail on different
-regions)."""
+Where gangs are given whole domains first, half go to a search that tries each gang's old domain first and, if
+it runs out, the rest to one in the plain order (a depth-first search can spend any budget under one wrong early
+choice, and the two orders fail on different regions)."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 3
@@ -271,11 +271,15 @@ class Repairer(Fitter):
                 if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                     continue
                 search = ExactRepack(tree, region, gs, budget, preferred, old)
+                plain = not preferred and not search.steers
+                if plain:
+                    # no old domain orders a choice here: one search, with all the steps
+                    search.budget = min(EXACT_STEPS, EXACT_RUN_STEPS - self.exact_spent)
                 found = search.solve()
                 self.exact_spent += search.steps
                 proven = not preferred and search.steps <= search.budget
-                if found is not None or proven:
-                    break  # admitted, or proven impossible
+                if found is not None or proven or plain:
+                    break  # admitted, proven impossible, or the plain order would repeat the search
             if found is None:
                 self._rollback(mark, None)
                 if movable:
