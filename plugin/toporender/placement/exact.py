@@ -503,7 +503,7 @@ class ExactRepack:
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
-        the whole multiples of s that the units' nodes offer."""
+        the whole multiples of s that the units' nodes offer; the same for the groups of every coarser group."""
         most = max(self._free(u) for u in units)
         if any(self.need[k] > most for k in left):
             return False
@@ -534,7 +534,8 @@ class ExactRepack:
         loose: dict[LeafKey, tuple[int, bool]] = {}
         for k in left:
             strict = self._strict(k)
-            if self.need[k] > most_at.get((self.unit_level, strict), 0):
+            # (every group against the most free GPUs of a unit is tested above)
+            if strict and self.need[k] > most_at.get((self.unit_level, True), 0):
                 return False
             for gi in self._chain(k)[1:]:
                 r = self.req[(k[0], gi)]
