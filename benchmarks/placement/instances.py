@@ -676,6 +676,10 @@ VARIED_DEVELOPMENT_4_SEEDS = range(1060, 1460)
 """More seeds of the varied family to look for faults on, first run with the code that measured the fifth
 held-out set: the exact search's bounds and the parts of gangs bound to nothing were made on them."""
 
+VARIED_DEVELOPMENT_5_SEEDS = range(1460, 2260)
+"""More seeds of the varied family to look for faults on, first run with the code that measured the fourth
+development set's changes on every held-out set."""
+
 
 def varied_inventory(rng: random.Random) -> tuple[Inventory, int]:
     """2-8 racks of 2-16 nodes, mostly of one size (2, 4 or 8 GPUs), cliques of 2 or 4 nodes or the whole rack;

@@ -37,6 +37,7 @@ from instances import (  # noqa: E402
     VARIED_DEVELOPMENT_2_SEEDS,
     VARIED_DEVELOPMENT_3_SEEDS,
     VARIED_DEVELOPMENT_4_SEEDS,
+    VARIED_DEVELOPMENT_5_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
     VARIED_HELD_OUT_3_SEEDS,
@@ -81,6 +82,7 @@ SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2
 """The mixed family's seed sets (``--set``)."""
 VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_DEVELOPMENT_2_SEEDS,
                "development-3": VARIED_DEVELOPMENT_3_SEEDS, "development-4": VARIED_DEVELOPMENT_4_SEEDS,
+               "development-5": VARIED_DEVELOPMENT_5_SEEDS,
                "held-out": VARIED_HELD_OUT_SEEDS,
                "held-out-2": VARIED_HELD_OUT_2_SEEDS, "held-out-3": VARIED_HELD_OUT_3_SEEDS,
                "held-out-4": VARIED_HELD_OUT_4_SEEDS, "held-out-5": VARIED_HELD_OUT_5_SEEDS}
