@@ -121,6 +121,29 @@ def test_moved_gangs_are_re_placed_on_fewer_blocks(seed: int, gpus: int, spread:
     assert got == spread
 
 
+REPLACED = [
+    # (varied-family development seed, GPUs placed, gangs over more than one rack); before the gangs of an admitting
+    # re-arrangement were re-placed together, largest first, 3, 3, 3 and 1 gangs were spread for the same GPUs
+    (1062, 51, ["g00002"]),
+    (1091, 221, ["g00001", "g00003"]),
+    (1139, 209, ["g00016"]),
+    (1161, 194, []),
+]
+
+
+@pytest.mark.parametrize(("seed", "gpus", "spread"), REPLACED, ids=[str(c[0]) for c in REPLACED])
+def test_gangs_of_an_admission_are_re_placed_together_on_fewer_racks(seed: int, gpus: int, spread: list[str]) -> None:
+    from instances import FAMILY_LEVELS, check_plan, varied_instance
+
+    inst = varied_instance(seed)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
+    assert plan.placed_gpus == gpus
+    racks = {n.name: n.labels["rack"] for n in inst.inventory.nodes}
+    got = sorted(k for k, g in plan.gangs.items() if len({racks[n] for n in g.pod_nodes.values()}) > 1)
+    assert got == spread
+
+
 STRANDED = [
     # (mixed-family development seed or first-generator seed, GPUs placed, stranded GPUs); before the gang just
     # placed moved its leaf groups into holes, 4 and 8 GPUs were stranded for the same GPUs placed (BestFit: 2, 6)

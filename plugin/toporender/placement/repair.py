@@ -3,7 +3,7 @@
 The gangs lying inside one region (a domain of the new gang's required level, then coarser ones up to the
 pool) are lifted, assigned whole to domains of their required level (a search of its own), and each domain is
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
-the gangs an admission moved are then re-placed on fewer domains of their preferred level where they can be.
+the gangs of an admission are then placed again, together and one by one, where that spans fewer domains.
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one.
 Earlier gangs move only when this admits the new gang, and never when it fits as they are. Step budgets bound the
 work.
@@ -303,10 +303,10 @@ class Repairer(Fitter):
         return f"; an exact search over the {earlier} in {where} ran out of steps"
 
     def _polish(self, gs: list[CompiledGang], region: int) -> None:
-        """Re-place the gangs of an admitting re-arrangement, one at a time, and those that span several domains of
-        their preferred level also together with one other gang of it; keep a new place only if it spans fewer of
-        those domains, or as few and leaves fewer GPUs in holes (domains of the region with fewer free GPUs than
-        any leaf group seen so far asks for).
+        """Re-place the gangs of an admitting re-arrangement: all together first (:meth:`_place_together`), then one
+        at a time, and those that span several domains of their preferred level also together with one other gang
+        of it; keep a new place only if it spans fewer of those domains, or as few and leaves fewer GPUs in holes
+        (domains of the region with fewer free GPUs than any leaf group seen so far asks for).
 
         The re-arrangement takes the first arrangement that admits the new gang; among those, one with fewer
         domains per gang and fewer unusable GPUs is as good an admission (Kueue's BestFit keeps each gang in one
@@ -331,6 +331,7 @@ class Repairer(Fitter):
             return sum(self._span(z, pref) for z in pair), sum(f for d in doms if 0 < (f := free[d]) < hole)
 
         budget = POLISH_STEPS
+        budget -= self._place_together(order, region, doms, hole)
         for x in order:
             pref = x.groups[0].pref
             if pref is None or x.idx in self.fixed or x.idx not in self.lca:
@@ -357,6 +358,41 @@ class Repairer(Fitter):
                     break
                 self._rollback(mark, None)
                 self._unlift(saved)
+
+    def _place_together(self, gs: list[CompiledGang], region: int, doms: list[int], hole: int) -> int:
+        """Place the movable gangs of ``gs`` again inside ``region``, all lifted at once and placed largest first as
+        new gangs are; keep that only if they then span fewer domains (coarsest level first), or as many and leave
+        fewer GPUs in holes. Returns the steps spent.
+
+        The exact search stops at the first arrangement that admits the new gang, with no regard for span; placed
+        afresh, gangs take the fewest and tightest domains the placement rule picks, which one-at-a-time
+        re-placing cannot reach where each gang's better place is held by another."""
+        movable = [x for x in gs if x.idx not in self.fixed and x.idx in self.lca]
+        if len(movable) < 2:
+            return 0
+        tree = self.tree
+        free = tree.dom_free
+        finer = range(tree.dom_level[region] + 1, len(tree.levels))
+
+        def score() -> tuple[int, ...]:
+            spans = (sum(self._span(x, lvl) for x in movable) for lvl in finer)
+            return (*spans, sum(f for d in doms if 0 < (f := free[d]) < hole))
+
+        was = score()
+        mark = len(self.log)
+        saved = self._lift(x.idx for x in movable)
+        spent = 0
+        for x in sorted(movable, key=lambda x: (-x.need, x.idx)):
+            got, steps = self.place(x, region, fit.GANG_STEPS)
+            spent += steps
+            if not got:
+                break
+        else:
+            if score() < was:
+                return spent
+        self._rollback(mark, None)
+        self._unlift(saved)
+        return spent
 
     def _span(self, x: CompiledGang, lvl: int) -> int:
         """Domains of level ``lvl`` the gang's pods lie in."""
