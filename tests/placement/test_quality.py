@@ -185,6 +185,7 @@ VARIED = [
     (1122, 284, "searches proven hopeless from sums leave steps to the search that admits g00002 (85%)"),
     (1130, 335, "a gang bound to nothing searched in parts: the others are given zones first (79%)"),
     (1235, 284, "old domains first ran out of steps; the plain order finds g00009's arrangement (90%)"),
+    (1945, 123, "a rack-bound subgroup's pods, once one is in a rack, must all fit it: g00007 admitted (80%)"),
 ]
 
 

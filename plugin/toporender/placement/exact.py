@@ -12,7 +12,9 @@ node) at a time instead of placing one group at a time:
   (free GPUs minus GPUs asked) not yet lost, and the groups left must fit, size by size, the whole pods the
   units after it can take; so must the groups left of every coarser group (a gang bound to a rack): within
   the domain an earlier choice fixed it to, else within some domain of its level, counting only untainted
-  GPUs for groups that may use no tainted node;
+  GPUs for groups that may use no tainted node; while a unit is filled, its groups' pods must fit, size by
+  size, the whole pods its nodes can take, and once a group is put in a domain of the unit, the groups left
+  under each coarser group that this fixes there (the other pods of a rack-bound subgroup) must fit that domain;
 * the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
   first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
   nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there); in every
@@ -120,7 +122,8 @@ class ExactRepack:
         self.members: dict[int, list[tuple[LeafKey, int]]] = {}
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
         self.shape_memo: dict[int, tuple[object, ...]] = {}
-        self.caps_memo: dict[int, dict[int, int]] = {}
+        self.caps_memo: dict[tuple[int, bool], dict[int, int]] = {}
+        self.below_memo: dict[LeafKey, tuple[LeafKey, ...]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus if g}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
         # per leaf group: the GPUs and sizes of its own pods (a group with subgroups, such as a gang's pods outside
@@ -134,6 +137,10 @@ class ExactRepack:
             self.need[(gang, gi)] = sum(gpus)
             self.own_sizes[(gang, gi)] = size_counts(gpus)
             self.ge[(gang, gi)] = [sum(g for g in gpus if g >= s) for s in self.sizes]
+        none = [0] * len(self.sizes)
+        self.size_load = {k: (*ge, *(ge if self._strict(k) else none)) for k, ge in self.ge.items()}
+        """Per leaf group, ``ge`` and then ``ge`` again if the group may use no tainted node (else zeros): what it
+        takes of :meth:`_unit_caps`."""
 
     def _pods_apart(self) -> None:
         """Give each pod of a group that is bound to no finer domain than its parent group its own group, bound to
@@ -328,14 +335,20 @@ class ExactRepack:
     def _slack(self, d: int, gangs: list[CompiledGang]) -> int:
         return self.tree.dom_free[d] + self.extra.get(d, 0) - sum(x.need for x in gangs)
 
-    def _caps(self, d: int) -> dict[int, int]:
-        """Per pod size s: the GPUs pods of at least s GPUs can take in ``d`` (whole multiples of s per node)."""
-        got = self.caps_memo.get(d)
+    def _caps(self, d: int, clean: bool = False) -> dict[int, int]:
+        """Per pod size s: the GPUs pods of at least s GPUs can take in ``d`` (whole multiples of s per node), on
+        its usable nodes or, with ``clean``, on its untainted ones."""
+        got = self.caps_memo.get((d, clean))
         if got is None:
             tree = self.tree
-            frees = [tree.node_free[n] for n in tree.nodes_below(d) if tree.node_clean[n] or n in self.usable]
-            got = self.caps_memo[d] = {s: sum(f // s * s for f in frees) for s in self.sizes}
+            frees = [tree.node_free[n] for n in tree.nodes_below(d)
+                     if tree.node_clean[n] or (n in self.usable and not clean)]
+            got = self.caps_memo[(d, clean)] = {s: sum(f // s * s for f in frees) for s in self.sizes}
         return got
+
+    def _unit_caps(self, d: int) -> tuple[int, ...]:
+        """:meth:`_caps` per size of ``sizes``, on the usable nodes and then on the untainted ones."""
+        return (*(self._caps(d)[s] for s in self.sizes), *(self._caps(d, clean=True)[s] for s in self.sizes))
 
     def _room(self, d: int, gangs: list[CompiledGang]) -> bool:
         """Necessary: the gangs' GPUs fit ``d``, and for each pod size s whose larger sizes are multiples of it,
@@ -437,6 +450,12 @@ class ExactRepack:
             for j in range(len(cands) - 1, -1, -1):
                 rest[j] = rest[j + 1] + need[cands[j]]
             members: list[tuple[LeafKey, int]] = []
+            # per pod size, the GPUs of the members' pods of at least that size against what the unit's nodes
+            # offer in whole multiples of it (all usable nodes; untainted ones for groups kept off tainted nodes)
+            vec = self.size_load
+            caps = self._unit_caps(u)
+            taken = [0] * len(caps)
+            left_set = frozenset(left)
 
             def choose(j: int, used: int) -> bool:
                 """Add groups from ``cands[j:]`` to the unit; a group left out goes to a later unit."""
@@ -448,7 +467,10 @@ class ExactRepack:
                         return close(used)
                     k = cands[j]
                     n = need[k]
-                    if used + n <= free:
+                    ge = vec[k]
+                    if used + n <= free and all(t + g <= c for t, g, c in zip(taken, ge, caps, strict=True)):
+                        for i, g in enumerate(ge):
+                            taken[i] += g
                         # a group of the same shape as the one just taken goes to a domain no earlier in path
                         # order: the two are interchangeable, so the swapped choice is the same arrangement
                         last = members[-1] if members else None
@@ -457,12 +479,17 @@ class ExactRepack:
                             if rank[d] < floor:
                                 continue
                             fixes = self._put(k, d)
+                            if fixes and not self._siblings_fit(fixes, u, left_set, members, k):
+                                self._unput(k, d, fixes)
+                                continue
                             members.append((k, d))
                             ok = choose(j + 1, used + n)
                             members.pop()
                             self._unput(k, d, fixes)
                             if ok:
                                 return True
+                        for i, g in enumerate(ge):
+                            taken[i] -= g
                     if not any(self._free(v) >= n and self._allowed(k, v) for v in later):
                         return False
                     # leave out k and every group of its shape after it: taking the first few is enough
@@ -490,6 +517,36 @@ class ExactRepack:
         for u, m in chosen:
             self.members[u] = m
         return True
+
+    def _siblings_fit(self, fixes: list[LeafKey], u: int, left: frozenset[LeafKey],
+                      members: list[tuple[LeafKey, int]], key: LeafKey) -> bool:
+        """Necessary, once ``key`` has fixed groups to domains inside unit ``u``: the leaf groups left under each
+        of them fit that domain's free GPUs (untainted ones for groups kept off tainted nodes)."""
+        tree = self.tree
+        taken: set[LeafKey] | None = None
+        for group in fixes:
+            below = self._below(group)
+            d = self.fixed[group]
+            if not below or u not in tree.dom_anc[d]:
+                continue
+            if taken is None:
+                taken = {m for m, _ in members}
+                taken.add(key)
+            under = [c for c in below if c in left and c not in taken]
+            if sum(self.need[c] for c in under) > self._free(d):
+                return False
+            if self.usable and sum(self.need[c] for c in under if self._strict(c)) > \
+                    tree.dom_free[d] - self.strict_load.get(d, 0):
+                return False
+        return True
+
+    def _below(self, group: LeafKey) -> tuple[LeafKey, ...]:
+        """The leaf groups strictly below ``group`` (a gang index and a group index)."""
+        got = self.below_memo.get(group)
+        if got is None:
+            gang, gi = group
+            got = self.below_memo[group] = tuple(k for k in self.leaves if k[0] == gang and gi in self._chain(k)[1:])
+        return got
 
     def _leaf_shape(self, key: LeafKey) -> tuple[object, ...]:
         """Sort key of a leaf group, largest first; groups of equal shape (the same pods, level and tolerated
