@@ -100,47 +100,31 @@ def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:
             assert plan.placed_gpus >= got, (seed, baseline.__name__)
 
 SPREAD = [
-    # (mixed-family development seed, GPUs placed, gangs over more than one block); without re-placing the gangs
-    # a re-arrangement moved, 5, 3 and 6 gangs were spread for the same GPUs
-    (3034, 251, ["g00000", "g00002"]),
-    (3095, 236, ["g00001"]),
-    (3084, 243, ["g00000", "g00002", "g00003", "g00005"]),
+    # (family, development seed, GPUs placed, level, gangs over more than one domain of it)
+    # without re-placing the gangs a re-arrangement moved, 5, 3 and 6 gangs were spread for the same GPUs
+    ("mixed", 3034, 251, "block", ["g00000", "g00002"]),
+    ("mixed", 3095, 236, "block", ["g00001"]),
+    ("mixed", 3084, 243, "block", ["g00000", "g00002", "g00003", "g00005"]),
+    # before the gangs of an admitting re-arrangement were re-placed together, largest first, 3, 3, 3 and 1 gangs
+    # were spread for the same GPUs
+    ("varied", 1062, 51, "rack", ["g00002"]),
+    ("varied", 1091, 221, "rack", ["g00001", "g00003"]),
+    ("varied", 1139, 209, "rack", ["g00016"]),
+    ("varied", 1161, 194, "rack", []),
 ]
 
 
-@pytest.mark.parametrize(("seed", "gpus", "spread"), SPREAD, ids=[str(c[0]) for c in SPREAD])
-def test_moved_gangs_are_re_placed_on_fewer_blocks(seed: int, gpus: int, spread: list[str]) -> None:
-    from instances import FAMILY_LEVELS, check_plan, family_instance
+@pytest.mark.parametrize(("family", "seed", "gpus", "level", "spread"), SPREAD, ids=[str(c[1]) for c in SPREAD])
+def test_moved_gangs_are_re_placed_on_fewer_domains(family: str, seed: int, gpus: int, level: str,
+                                                    spread: list[str]) -> None:
+    from instances import FAMILY_LEVELS, check_plan, family_instance, varied_instance
 
-    inst = family_instance(seed)
+    inst = (family_instance if family == "mixed" else varied_instance)(seed)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus
-    blocks = {n.name: n.labels["block"] for n in inst.inventory.nodes}
-    got = sorted(k for k, g in plan.gangs.items() if len({blocks[n] for n in g.pod_nodes.values()}) > 1)
-    assert got == spread
-
-
-REPLACED = [
-    # (varied-family development seed, GPUs placed, gangs over more than one rack); before the gangs of an admitting
-    # re-arrangement were re-placed together, largest first, 3, 3, 3 and 1 gangs were spread for the same GPUs
-    (1062, 51, ["g00002"]),
-    (1091, 221, ["g00001", "g00003"]),
-    (1139, 209, ["g00016"]),
-    (1161, 194, []),
-]
-
-
-@pytest.mark.parametrize(("seed", "gpus", "spread"), REPLACED, ids=[str(c[0]) for c in REPLACED])
-def test_gangs_of_an_admission_are_re_placed_together_on_fewer_racks(seed: int, gpus: int, spread: list[str]) -> None:
-    from instances import FAMILY_LEVELS, check_plan, varied_instance
-
-    inst = varied_instance(seed)
-    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
-    assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
-    assert plan.placed_gpus == gpus
-    racks = {n.name: n.labels["rack"] for n in inst.inventory.nodes}
-    got = sorted(k for k, g in plan.gangs.items() if len({racks[n] for n in g.pod_nodes.values()}) > 1)
+    domain = {n.name: n.labels[level] for n in inst.inventory.nodes}
+    got = sorted(k for k, g in plan.gangs.items() if len({domain[n] for n in g.pod_nodes.values()}) > 1)
     assert got == spread
 
 
