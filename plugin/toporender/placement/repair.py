@@ -360,13 +360,13 @@ class Repairer(Fitter):
                 self._unlift(saved)
 
     def _place_together(self, gs: list[CompiledGang], region: int, doms: list[int], hole: int) -> int:
-        """Place the movable gangs of ``gs`` again inside ``region``, all lifted at once and placed largest first as
-        new gangs are; keep that only if they then span fewer domains (coarsest level first), or as many and leave
-        fewer GPUs in holes. Returns the steps spent.
+        """Place the movable gangs of ``gs`` again inside ``region``: all lifted at once, then each placed by
+        :meth:`place`, largest first; keep that only if they then span fewer domains (coarsest level first), or as
+        many and leave fewer GPUs in holes. Returns the steps spent.
 
         The exact search stops at the first arrangement that admits the new gang, with no regard for span; placed
-        afresh, gangs take the fewest and tightest domains the placement rule picks, which one-at-a-time
-        re-placing cannot reach where each gang's better place is held by another."""
+        afresh, gangs take the domains the placement rule picks (their preferred level first, best fit), which
+        one-at-a-time re-placing cannot reach where each gang's better place is held by another."""
         movable = [x for x in gs if x.idx not in self.fixed and x.idx in self.lca]
         if len(movable) < 2:
             return 0
