@@ -79,10 +79,21 @@ def test_a_gang_of_smaller_pods_is_searched_after_a_larger_podded_one_failed() -
 def test_a_gang_the_exact_search_could_not_decide_says_so() -> None:
     from instances import FAMILY_LEVELS, family_instance
 
+    inst = family_instance(3033)
+    reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00012"].reason
+    assert reason.endswith("blocked by earlier gangs g00001, g00005; an exact search over the "
+                           "10 earlier gangs in zone z0 ran out of steps")
+
+
+def test_a_gang_the_exact_search_proved_unfit_says_so() -> None:
+    """Mixed-family seed 3060: the search in the second order of units ends within its steps, so the reason
+    says no arrangement leaves room (in the first order alone it ran out of steps)."""
+    from instances import FAMILY_LEVELS, family_instance
+
     inst = family_instance(3060)
     reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00011"].reason
-    assert reason.endswith("blocked by earlier gangs g00004, g00005, g00008; an exact search over the "
-                           "10 earlier gangs in zone z0 ran out of steps")
+    assert reason.endswith("blocked by earlier gangs g00004, g00005, g00008; no arrangement of the "
+                           "10 earlier gangs in zone z0 leaves room for it (exact search)")
 
 
 def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:
@@ -170,6 +181,8 @@ VARIED = [
     (1130, 335, "a gang bound to nothing searched in parts: the others are given zones first (79%)"),
     (1235, 284, "old domains first ran out of steps; the plain order finds g00009's arrangement (90%)"),
     (1945, 123, "a rack-bound subgroup's pods, once one is in a rack, must all fit it: g00007 admitted (80%)"),
+    (1926, 347, "racks fewest free GPUs first ran out of steps; most free first admits g00010 (83%)"),
+    (2111, 236, "racks fewest free GPUs first needed 916,000 steps; most free first 120,000: g00009 admitted (86%)"),
 ]
 
 

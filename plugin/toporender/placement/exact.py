@@ -6,8 +6,9 @@ the region is small, this search decides it exactly, up to a fixed step budget. 
 for bin packing: it fills one *unit* (a domain of the coarsest level any leaf group is bound to; units share no
 node) at a time instead of placing one group at a time:
 
-* units are taken in order of free GPUs, fewest first; for each, a depth-first search chooses the leaf groups it
-  holds, largest first, each of a finer level in one of the unit's domains of that level (best fit first);
+* units are taken in order of free GPUs, fewest first (or, as a second try, most first); for each, a
+  depth-first search chooses the leaf groups it holds, largest first, each of a finer level in one of the
+  unit's domains of that level (best fit first);
 * the GPUs a unit leaves free are lost to the groups still to place, so each unit may leave at most the slack
   (free GPUs minus GPUs asked) not yet lost, and the groups left must fit, size by size, the whole pods the
   units after it can take; so must the groups left of every coarser group (a gang bound to a rack): within
@@ -74,8 +75,11 @@ class ExactRepack:
     """One exact search over ``gangs`` inside ``region``, on the tree's current free GPUs."""
 
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
-                 preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None):
+                 preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None,
+                 most_free_first: bool = False):
         self.tree = tree
+        self.most_free_first = most_free_first
+        """Units in order of free GPUs, most first: the second order, for a search the first one ran out in."""
         self.before = before or {}
         """Where the moved gangs were (``gang -> pod -> node``): a gang given a whole domain tries its old one
         first."""
@@ -420,7 +424,8 @@ class ExactRepack:
             units = [tree.dom_of(k) for k in tree.index.get((self.region, self.unit_level), [])]
         else:
             units = [self.region]
-        units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]))
+        units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]),
+                       reverse=self.most_free_first)
         need = self.need
         slack = sum(self._free(u) for u in units) - sum(need[k] for k in leaves)
         if slack < 0:

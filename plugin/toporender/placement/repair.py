@@ -264,22 +264,23 @@ class Repairer(Fitter):
             found = None
             proven = False
             # each gang inside one domain of its preferred level first (fewest domains), then only as required:
-            # old domains first for half the steps, then in the plain order
+            # old domains first for half the steps, then in the plain order; where old domains order no choice,
+            # units fewest free GPUs first for half the steps, then most free first
+            steered = False
             for preferred, steps, old in ((True, EXACT_PREFERRED_STEPS, before), (False, EXACT_STEPS // 2, before),
                                           (False, EXACT_STEPS, None)):
                 budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
                 if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                     continue
-                search = ExactRepack(tree, region, gs, budget, preferred, old)
-                plain = not preferred and not search.steers
-                if plain:
-                    # no old domain orders a choice here: one search, with all the steps
-                    search.budget = min(EXACT_STEPS, EXACT_RUN_STEPS - self.exact_spent)
+                search = ExactRepack(tree, region, gs, budget, preferred, old,
+                                     most_free_first=old is None and not steered)
+                if not preferred and old is not None:
+                    steered = search.steers
                 found = search.solve()
                 self.exact_spent += search.steps
                 proven = not preferred and search.steps <= search.budget
-                if found is not None or proven or plain:
-                    break  # admitted, proven impossible, or the plain order would repeat the search
+                if found is not None or proven:
+                    break  # admitted, or proven impossible
             if found is None:
                 self._rollback(mark, None)
                 if movable:
