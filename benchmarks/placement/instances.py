@@ -676,6 +676,10 @@ VARIED_DEVELOPMENT_4_SEEDS = range(1060, 1460)
 """More seeds of the varied family to look for faults on, first run with the code that measured the fifth
 held-out set: the exact search's bounds and the parts of gangs bound to nothing were made on them."""
 
+VARIED_HELD_OUT_6_SEEDS = range(8500, 8548)
+"""A sixth held-out set of the varied family, first run with the code that the fifth development set's changes
+ended with, to tell whether the fifth's unseen worst case is typical."""
+
 VARIED_DEVELOPMENT_5_SEEDS = range(1460, 2260)
 """More seeds of the varied family to look for faults on, first run with the code that measured the fourth
 development set's changes on every held-out set."""

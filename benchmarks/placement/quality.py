@@ -43,6 +43,7 @@ from instances import (  # noqa: E402
     VARIED_HELD_OUT_3_SEEDS,
     VARIED_HELD_OUT_4_SEEDS,
     VARIED_HELD_OUT_5_SEEDS,
+    VARIED_HELD_OUT_6_SEEDS,
     VARIED_HELD_OUT_SEEDS,
     Instance,
     arrival_optimum,
@@ -85,7 +86,8 @@ VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_
                "development-5": VARIED_DEVELOPMENT_5_SEEDS,
                "held-out": VARIED_HELD_OUT_SEEDS,
                "held-out-2": VARIED_HELD_OUT_2_SEEDS, "held-out-3": VARIED_HELD_OUT_3_SEEDS,
-               "held-out-4": VARIED_HELD_OUT_4_SEEDS, "held-out-5": VARIED_HELD_OUT_5_SEEDS}
+               "held-out-4": VARIED_HELD_OUT_4_SEEDS, "held-out-5": VARIED_HELD_OUT_5_SEEDS,
+               "held-out-6": VARIED_HELD_OUT_6_SEEDS}
 """The varied family's seed sets."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
