@@ -415,6 +415,10 @@ class ExactRepack:
     def _free(self, d: int) -> int:
         return self.tree.dom_free[d] + self.extra.get(d, 0) - self.load.get(d, 0)
 
+    def _clean_free(self, d: int) -> int:
+        """Untainted free GPUs of ``d`` not yet taken by groups kept off tainted nodes: what those may use."""
+        return self.tree.dom_free[d] - self.strict_load.get(d, 0)
+
     def _fill_units(self, leaves: list[LeafKey]) -> bool:
         """Give every leaf group a domain, one unit at a time (see the module docstring); on success the units'
         members are in ``members``."""
@@ -540,8 +544,7 @@ class ExactRepack:
             under = [c for c in below if c in left and c not in taken]
             if sum(self.need[c] for c in under) > self._free(d):
                 return False
-            if self.usable and sum(self.need[c] for c in under if self._strict(c)) > \
-                    tree.dom_free[d] - self.strict_load.get(d, 0):
+            if self.usable and sum(self.need[c] for c in under if self._strict(c)) > self._clean_free(d):
                 return False
         return True
 
@@ -583,7 +586,7 @@ class ExactRepack:
         rem_strict: dict[int, int] = {}
         for u in units:
             f = self._free(u)
-            g = tree.dom_free[u] - self.strict_load.get(u, 0) if self.usable else f
+            g = self._clean_free(u) if self.usable else f
             for d in anc[u]:
                 rem[d] = rem.get(d, 0) + f
                 rem_strict[d] = rem_strict.get(d, 0) + g
@@ -635,11 +638,11 @@ class ExactRepack:
         tree = self.tree
         need = self.need[key]
         strict = self._strict(key)
-        if strict and tree.dom_free[u] - self.strict_load.get(u, 0) < need:
+        if strict and self._clean_free(u) < need:
             return []
 
         def room(d: int) -> bool:
-            return self._free(d) >= need and (not strict or tree.dom_free[d] - self.strict_load.get(d, 0) >= need)
+            return self._free(d) >= need and (not strict or self._clean_free(d) >= need)
 
         w = self._within(key)
         base = w if tree.dom_level[w] > tree.dom_level[u] else u

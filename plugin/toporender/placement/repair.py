@@ -30,9 +30,10 @@ REPAIR_REGIONS = 3
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
 run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
-Where gangs are given whole domains first, half go to a search that tries each gang's old domain first and, if
-it runs out, the rest to one in the plain order (a depth-first search can spend any budget under one wrong early
-choice, and the two orders fail on different regions)."""
+Half go to a first search and, if it runs out, the rest to one in another order (a depth-first search can spend
+any budget under one wrong early choice, and two orders fail on different regions): where gangs are given whole
+domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first, then
+most free first."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_REGIONS = 3
@@ -326,10 +327,9 @@ class Repairer(Fitter):
             d = todo.pop()
             doms.append(d)
             todo.extend(tree.dom_children[d])
-        free = tree.dom_free
 
         def score(pair: list[CompiledGang], pref: int) -> tuple[int, int]:
-            return sum(self._span(z, pref) for z in pair), sum(f for d in doms if 0 < (f := free[d]) < hole)
+            return sum(self._span(z, pref) for z in pair), self._holes(doms, hole)
 
         budget = POLISH_STEPS
         budget -= self._place_together(order, region, doms, hole)
@@ -363,7 +363,7 @@ class Repairer(Fitter):
     def _place_together(self, gs: list[CompiledGang], region: int, doms: list[int], hole: int) -> int:
         """Place the movable gangs of ``gs`` again inside ``region``: all lifted at once, then each placed by
         :meth:`place`, largest first; keep that only if they then span fewer domains (coarsest level first), or as
-        many and leave fewer GPUs in holes. Returns the steps spent.
+        many and leave fewer GPUs in holes (:meth:`_holes`). Returns the steps spent.
 
         The exact search stops at the first arrangement that admits the new gang, with no regard for span; placed
         afresh, gangs take the domains the placement rule picks (their preferred level first, best fit), which
@@ -372,12 +372,10 @@ class Repairer(Fitter):
         if len(movable) < 2:
             return 0
         tree = self.tree
-        free = tree.dom_free
         finer = range(tree.dom_level[region] + 1, len(tree.levels))
 
         def score() -> tuple[int, ...]:
-            spans = (sum(self._span(x, lvl) for x in movable) for lvl in finer)
-            return (*spans, sum(f for d in doms if 0 < (f := free[d]) < hole))
+            return (*(sum(self._span(x, lvl) for x in movable) for lvl in finer), self._holes(doms, hole))
 
         was = score()
         mark = len(self.log)
@@ -394,6 +392,11 @@ class Repairer(Fitter):
         self._rollback(mark, None)
         self._unlift(saved)
         return spent
+
+    def _holes(self, doms: list[int], hole: int) -> int:
+        """Free GPUs in ``doms`` that lie in holes: domains with fewer free GPUs than ``hole``, but some."""
+        free = self.tree.dom_free
+        return sum(f for d in doms if 0 < (f := free[d]) < hole)
 
     def _span(self, x: CompiledGang, lvl: int) -> int:
         """Domains of level ``lvl`` the gang's pods lie in."""
