@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toporender.expand.levels import LevelConstraint
@@ -684,6 +684,10 @@ VARIED_DEVELOPMENT_5_SEEDS = range(1460, 2260)
 """More seeds of the varied family to look for faults on, first run with the code that measured the fourth
 development set's changes on every held-out set."""
 
+VARIED_DEVELOPMENT_6_SEEDS = range(2260, 2660)
+"""More seeds of the varied family to look for faults on, first run with the code that measured the fifth
+development set's changes on every held-out set."""
+
 
 def varied_inventory(rng: random.Random) -> tuple[Inventory, int]:
     """2-8 racks of 2-16 nodes, mostly of one size (2, 4 or 8 GPUs), cliques of 2 or 4 nodes or the whole rack;
@@ -743,9 +747,88 @@ def varied_instance(seed: int) -> Instance:
     return Instance(seed, inv, tuple(out))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# A fourth family, written to measure the packer on what it was never tuned on: HGX-style racks of 8-GPU nodes
+# that are heavily fragmented by earlier work, jobs shaped like data x tensor parallelism (pods of 8 GPUs, one
+# subgroup per data-parallel replica bound to a rack or to an NVLink pair of nodes), single-pod jobs bound to
+# nothing, and arrival orders that are not random.
+
+FRAGMENTED_HELD_OUT_SEEDS = range(10000, 10048)
+"""Seeds of the fragmented family for the report only, first run once the family was written, before any change
+was made on the family."""
+
+FRAGMENTED_DEVELOPMENT_SEEDS = range(10100, 10500)
+"""Seeds of the fragmented family to look for faults on, made after its held-out set showed a worst case below
+95%."""
+
+FRAGMENTED_HELD_OUT_2_SEEDS = range(10600, 10648)
+"""A second held-out set of the fragmented family, first run after the changes made on its development seeds."""
+
+
+def fragmented_inventory(rng: random.Random) -> Inventory:
+    """1-2 zones of 1-3 blocks of 2-5 racks of 2-6 nodes of 8 GPUs (a few of 4), cliques of two nodes; in half the
+    racks most nodes partly used, 3% of nodes cordoned."""
+    zones = rng.choice((1, 1, 2))
+    nodes = []
+    r = 0
+    for z in range(zones):
+        for b in range(rng.randint(1, 3)):
+            for _ in range(rng.randint(2, 5)):
+                busy = rng.random() < 0.5
+                for n in range(rng.randint(2, 6)):
+                    gpus = 8 if rng.random() < 0.9 else 4
+                    used = rng.randint(1, gpus) if busy and rng.random() < 0.7 else 0
+                    nodes.append(Node(f"z{z}-b{b}-r{r:03d}-n{n}",
+                                      {"zone": f"z{z}", "block": f"z{z}-b{b}", "rack": f"r{r:03d}",
+                                       "clique": f"r{r:03d}-c{n // 2}"}, gpus, used, rng.random() < 0.03))
+                r += 1
+    return Inventory.of(nodes)
+
+
+def fragmented_gang(rng: random.Random, key: str) -> GangDemand:
+    """A single pod of 1-8 GPUs bound to nothing (40%); else 1-4 data-parallel replicas of 1-4 pods of 8 GPUs
+    (or 2-8 pods of 4 or 2), each replica bound to a rack or to a clique, the gang bound to a block or a zone and
+    preferring a rack."""
+    if rng.random() < 0.4:
+        pod = PodDemand("p0", rng.choice((1, 2, 4, 8)))
+        return GangDemand(key, key, LevelConstraint(None, None),
+                          (SubgroupDemand("s0", None, LevelConstraint(None), (pod,)),), (pod,), (("p0", "s0"),))
+    level = rng.choice(("block", "zone"))
+    size = rng.choices((8, 4, 2), weights=(6, 2, 1))[0]
+    width = rng.randint(1, 4) if size == 8 else rng.randint(2, 8)
+    sub_level = "clique" if size * width <= 16 and rng.random() < 0.5 else "rack"
+    subs, pods, pod_sub = [], [], []
+    for s in range(rng.choices((1, 2, 3, 4), weights=(3, 3, 2, 2))[0]):
+        sp = tuple(PodDemand(f"r{s}-{i}", size) for i in range(width))
+        subs.append(SubgroupDemand(f"r{s}", None, LevelConstraint(sub_level), sp))
+        pods.extend(sp)
+        pod_sub.extend((p.name, f"r{s}") for p in sp)
+    return GangDemand(key, key, LevelConstraint(level, "rack"), tuple(subs), tuple(pods), tuple(pod_sub))
+
+
+def fragmented_instance(seed: int) -> Instance:
+    """A small instance of the fragmented family for the exact oracle; demand 1.1-1.8x the free GPUs, in random
+    order, largest gangs first, or smallest first."""
+    rng = random.Random(seed)
+    inv = fragmented_inventory(rng)
+    free = sum(n.free_gpus for n in inv.nodes if not n.unschedulable)
+    factor = rng.uniform(1.1, 1.8)
+    made: list[GangDemand] = []
+    total = 0
+    while total < factor * free:
+        made.append(fragmented_gang(rng, ""))
+        total += made[-1].gpus
+    order = rng.choice(("random", "largest", "smallest"))
+    if order != "random":
+        made.sort(key=lambda g: g.gpus, reverse=order == "largest")
+    out = tuple(replace(g, key=f"g{i:05d}", display=f"g{i:05d}") for i, g in enumerate(made))
+    return Instance(seed, inv, out)
+
+
 FAMILIES: dict[str, tuple[Callable[[int], Instance], tuple[str, ...]]] = {
     "nvl72": (small_instance, LEVELS),
     "mixed": (family_instance, FAMILY_LEVELS),
     "varied": (varied_instance, FAMILY_LEVELS),
+    "fragmented": (fragmented_instance, FAMILY_LEVELS),
 }
 """Each instance family by name (the benchmarks' ``--family``): its generator and its pool's levels."""

@@ -1,7 +1,7 @@
 """Quality benchmark: GPUs placed as a share of the exact arrival-order optimum (HiGHS), ours vs greedy baselines.
 
-Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied] [--set tuning|development|
-development-2|...|development-4|held-out|held-out-2|...|held-out-5] [--seeds N] [--first S] [--verbose]
+Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied|fragmented] [--set tuning|development|
+development-2|...|development-6|held-out|held-out-2|...|held-out-6] [--seeds N] [--first S] [--verbose]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and cordoned
@@ -9,7 +9,10 @@ nodes, several gang shapes): ``--set tuning``, ``--set development`` and ``--set
 be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` the disjoint seeds kept for reports.
 ``varied`` is a third family with what the others lack (tainted nodes and gangs that tolerate them, pods outside
 every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes): ``--set development`` to
-``--set development-4`` (changes were made on them), ``--set held-out`` to ``--set held-out-5``. Prints a summary
+``--set development-6`` (changes were made on them), ``--set held-out`` to ``--set held-out-6``.
+``fragmented`` is a fourth family (heavily pre-used HGX-style racks, data x tensor parallel gangs, single-pod jobs,
+arrival orders sorted by size): ``--set held-out`` was run before any change was made on it, ``--set
+development`` is for changes, ``--set held-out-2`` for the report after them. Prints a summary
 table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average
 domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than the
 smallest subgroup) and the time per instance.
@@ -30,6 +33,9 @@ from instances import (  # noqa: E402
     DEVELOPMENT_2_SEEDS,
     DEVELOPMENT_SEEDS,
     FAMILIES,
+    FRAGMENTED_DEVELOPMENT_SEEDS,
+    FRAGMENTED_HELD_OUT_2_SEEDS,
+    FRAGMENTED_HELD_OUT_SEEDS,
     HELD_OUT_2_SEEDS,
     HELD_OUT_3_SEEDS,
     HELD_OUT_SEEDS,
@@ -38,6 +44,7 @@ from instances import (  # noqa: E402
     VARIED_DEVELOPMENT_3_SEEDS,
     VARIED_DEVELOPMENT_4_SEEDS,
     VARIED_DEVELOPMENT_5_SEEDS,
+    VARIED_DEVELOPMENT_6_SEEDS,
     VARIED_DEVELOPMENT_SEEDS,
     VARIED_HELD_OUT_2_SEEDS,
     VARIED_HELD_OUT_3_SEEDS,
@@ -83,12 +90,16 @@ SETS = {"tuning": TUNING_SEEDS, "development": DEVELOPMENT_SEEDS, "development-2
 """The mixed family's seed sets (``--set``)."""
 VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_DEVELOPMENT_2_SEEDS,
                "development-3": VARIED_DEVELOPMENT_3_SEEDS, "development-4": VARIED_DEVELOPMENT_4_SEEDS,
-               "development-5": VARIED_DEVELOPMENT_5_SEEDS,
+               "development-5": VARIED_DEVELOPMENT_5_SEEDS, "development-6": VARIED_DEVELOPMENT_6_SEEDS,
                "held-out": VARIED_HELD_OUT_SEEDS,
                "held-out-2": VARIED_HELD_OUT_2_SEEDS, "held-out-3": VARIED_HELD_OUT_3_SEEDS,
                "held-out-4": VARIED_HELD_OUT_4_SEEDS, "held-out-5": VARIED_HELD_OUT_5_SEEDS,
                "held-out-6": VARIED_HELD_OUT_6_SEEDS}
 """The varied family's seed sets."""
+FRAGMENTED_SETS = {"held-out": FRAGMENTED_HELD_OUT_SEEDS, "development": FRAGMENTED_DEVELOPMENT_SEEDS,
+                   "held-out-2": FRAGMENTED_HELD_OUT_2_SEEDS}
+"""The fragmented family's seed sets (its held-out set was run before any change was made on the family)."""
+FAMILY_SETS = {"mixed": SETS, "varied": VARIED_SETS, "fragmented": FRAGMENTED_SETS}
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
 BASELINES: dict[str, Baseline] = {
@@ -161,14 +172,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=tuple(FAMILIES), default="nvl72")
     ap.add_argument("--set", choices=tuple(dict.fromkeys([*SETS, *VARIED_SETS])), default="tuning",
-                    help="with --family mixed or varied: seeds to tune on (tuning, development) or a held-out set")
+                    help="with --family mixed, varied or fragmented: seeds to tune on (tuning, development) or a "
+                         "held-out set")
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
     ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per exact solve of the oracle")
     args = ap.parse_args()
-    if args.family in ("mixed", "varied"):
-        sets = SETS if args.family == "mixed" else VARIED_SETS
+    if args.family in FAMILY_SETS:
+        sets = FAMILY_SETS[args.family]
         if args.set not in sets:
             raise SystemExit(f"the {args.family} family has the sets {', '.join(sets)}")
         chosen = sets[args.set]

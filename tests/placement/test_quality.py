@@ -27,12 +27,12 @@ def test_quality_against_exact_arrival_order_optimum() -> None:
     assert sum(ours) >= sum(greedy)
 
 
-@pytest.mark.parametrize("family", ["mixed", "varied"])
+@pytest.mark.parametrize("family", ["mixed", "varied", "fragmented"])
 def test_held_out_seeds_are_never_tuning_seeds(family: str) -> None:
     """Each family's named seed sets are disjoint, so a held-out figure never comes from a seed tuned on."""
-    from quality import SETS, VARIED_SETS
+    from quality import FAMILY_SETS
 
-    sets = SETS if family == "mixed" else VARIED_SETS
+    sets = FAMILY_SETS[family]
     names = list(sets)
     for i, first in enumerate(names):
         for second in names[i + 1:]:
@@ -227,3 +227,24 @@ def test_never_below_the_benchmarks_greedy_packers_on_the_varied_family(seed: in
     gpus = {g.key: g.gpus for g in inst.gangs}
     for baseline in (firstfit_run, bestfit_run):
         assert plan.placed_gpus >= sum(gpus[k] for k in baseline(inst.inventory, FAMILY_LEVELS, inst.gangs))
+
+
+def test_the_fragmented_family_is_what_it_says_and_its_plans_keep_every_constraint() -> None:
+    """The fourth family (its named seed sets start at 10000): seeds below them show that instances are
+    deterministic, heavily pre-used, sorted or not, and packed within every constraint."""
+    from instances import FAMILY_LEVELS, check_plan, fragmented_instance
+
+    orders = set()
+    for seed in range(6):
+        inst = fragmented_instance(seed)
+        assert inst == fragmented_instance(seed)
+        nodes = inst.inventory.nodes
+        assert sum(0 < n.used_gpus for n in nodes) >= len(nodes) // 5
+        sizes = [g.gpus for g in inst.gangs]
+        orders.add("largest" if sizes == sorted(sizes, reverse=True) else
+                   "smallest" if sizes == sorted(sizes) else "random")
+        levels = {s.constraint.required for g in inst.gangs for s in g.subgroups}
+        assert levels <= {None, "rack", "clique"}
+        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+        assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
+    assert len(orders) >= 2
