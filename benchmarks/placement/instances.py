@@ -762,7 +762,8 @@ FRAGMENTED_DEVELOPMENT_SEEDS = range(10100, 10500)
 95%."""
 
 FRAGMENTED_HELD_OUT_2_SEEDS = range(10600, 10648)
-"""A second held-out set of the fragmented family, first run after the changes made on its development seeds."""
+"""A second held-out set of the fragmented family, first run with the same packer as the first (nothing changed
+on the development seeds then), to tell whether the first one's worst case is typical."""
 
 
 def fragmented_inventory(rng: random.Random) -> Inventory:

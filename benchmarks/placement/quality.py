@@ -11,11 +11,11 @@ be tuned on, ``--set held-out``, ``--set held-out-2`` and ``--set held-out-3`` t
 every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes): ``--set development`` to
 ``--set development-6`` (changes were made on them), ``--set held-out`` to ``--set held-out-6``.
 ``fragmented`` is a fourth family (heavily pre-used HGX-style racks, data x tensor parallel gangs, single-pod jobs,
-arrival orders sorted by size): ``--set held-out`` was run before any change was made on it, ``--set
-development`` is for changes, ``--set held-out-2`` for the report after them. Prints a summary
-table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a baseline, average
-domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in racks smaller than the
-smallest subgroup) and the time per instance.
+arrival orders sorted by size): ``--set held-out`` and ``--set held-out-2`` were run with a packer never changed
+on it, ``--set development`` is for changes. Prints a summary table: average / worst share of the optimum,
+instances where the packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs
+every packer placed), stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per
+instance.
 """
 
 from __future__ import annotations
