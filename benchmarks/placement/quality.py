@@ -98,8 +98,9 @@ VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_
 """The varied family's seed sets."""
 FRAGMENTED_SETS = {"held-out": FRAGMENTED_HELD_OUT_SEEDS, "development": FRAGMENTED_DEVELOPMENT_SEEDS,
                    "held-out-2": FRAGMENTED_HELD_OUT_2_SEEDS}
-"""The fragmented family's seed sets (its held-out set was run before any change was made on the family)."""
+"""The fragmented family's seed sets (both held-out sets were run with a packer never changed on the family)."""
 FAMILY_SETS = {"mixed": SETS, "varied": VARIED_SETS, "fragmented": FRAGMENTED_SETS}
+"""The named seed sets of each family that has them (``--family`` with ``--set``)."""
 
 Baseline = Callable[[Instance, Sequence[str]], dict[str, dict[str, str]]]
 BASELINES: dict[str, Baseline] = {
