@@ -13,24 +13,29 @@ from toporender.placement.inventory import Inventory, Node
 from toporender.placement.packer import Packer, pack
 from toporender.placement.tree import ROOT, Tree
 
-# Mixed-family instances where a gang is admitted only by re-packing a whole zone or pool exactly. Every row
-# is the arrival-order optimum.
+# Instances where a gang is admitted only by re-packing a whole zone or pool exactly. Every row is the
+# arrival-order optimum.
 CASES = [
-    # (seed, GPUs placed, what the row guards)
-    (2039, 247, "a perfect fill: the optimum uses every free GPU, so no unit may leave one unused"),
-    (3049, 223, "tight zones where the search must rule out most fillings within its steps"),
-    (3054, 374, "filling rack by rack admits g00015 (10 GPUs in one clique) among 16 gangs (was 362; 365 with "
-                "150,000 steps a search)"),
-    (3067, 299, "a zone with 1 GPU to spare, where one group at a time found nothing in its steps (was 292)"),
-    (3097, 247, "the search one group at a time needed restarts in other orders here"),
+    # (family, seed, GPUs placed, what the row guards)
+    ("mixed", 2039, 247, "a perfect fill: the optimum uses every free GPU, so no unit may leave one unused"),
+    ("mixed", 3049, 223, "tight zones where the search must rule out most fillings within its steps"),
+    ("mixed", 3054, 374, "filling rack by rack admits g00015 (10 GPUs in one clique) among 16 gangs (was 362; "
+                         "365 with 150,000 steps a search)"),
+    ("mixed", 3067, 299, "a zone with 1 GPU to spare, where one group at a time found nothing in its steps (was "
+                         "292)"),
+    ("mixed", 3097, 247, "the search one group at a time needed restarts in other orders here"),
+    ("fragmented", 10214, 624, "eleven single-pod gangs bound to nothing (eleven parts of four kinds: 180 ways "
+                               "over two zones) kept the pool one search that ran out of steps; the last try, "
+                               "wide (as parts, alike ones in one order, the zone that failed most often "
+                               "searched first), admits g00023 (was 528)"),
 ]
 
 
-@pytest.mark.parametrize(("seed", "gpus", "why"), CASES, ids=[str(c[0]) for c in CASES])
-def test_exact_search_admits_what_the_repair_cannot(seed: int, gpus: int, why: str) -> None:
-    from instances import FAMILY_LEVELS, check_plan, family_instance
+@pytest.mark.parametrize(("family", "seed", "gpus", "why"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_exact_search_admits_what_the_repair_cannot(family: str, seed: int, gpus: int, why: str) -> None:
+    from instances import FAMILIES, FAMILY_LEVELS, check_plan
 
-    inst = family_instance(seed)
+    inst = FAMILIES[family][0](seed)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus, why
@@ -373,6 +378,26 @@ def test_a_gang_bound_to_nothing_is_searched_in_parts() -> None:
         for p, n in found[x.idx].items():
             used[n] = used.get(n, 0) + x.pod_gpus[p]
     assert all(g <= 8 for g in used.values())
+
+
+def test_alike_free_gangs_are_parts_and_each_split_of_them_is_tried_once() -> None:
+    """Ten one-pod gangs bound to nothing beside a zone-bound one: more parts than a plain search takes, but
+    of one kind (eleven ways to split them over two zones), so a wide search takes them, and since alike parts
+    are interchangeable it gives them zones in one order only: with every zone's own search failing, it tries
+    each number of them per zone once (11 zone searches, where every order of them took 1,023)."""
+    tree = _zones()
+    tiny = [GangDemand(f"t{i}", f"t{i}", LevelConstraint(None), (), (PodDemand("x", 1),), ()) for i in range(10)]
+    gangs = Packer(tree, [_gang("a", [("rack", [8])]), *tiny]).gangs
+    assert ExactRepack(tree, ROOT, gangs, 100_000).whole_of == {}
+    search = ExactRepack(tree, ROOT, gangs, 100_000, wide=True)
+    assert len(search.whole_of) == 10
+    searched: list[int] = []
+    search._leaves_in = lambda region, members: searched.append(region)  # type: ignore[method-assign,assignment,func-returns-value]
+    assert search.solve() is None
+    assert len(searched) == 11
+
+    found = ExactRepack(tree, ROOT, gangs, 100_000, wide=True).solve()
+    assert found is not None and sorted(found) == list(range(11))
 
 
 def test_a_free_gang_bound_between_the_levels_stays_whole() -> None:

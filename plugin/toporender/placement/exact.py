@@ -50,8 +50,11 @@ EXACT_MAX_NODES = 128
 EXACT_MAX_PODS = 256
 """Neighbourhoods with more pods than this are not searched exactly."""
 EXACT_MAX_PARTS = 8
-"""Parts the gangs bound to no domain may add to a search (see ``ExactRepack._parts``): parts that are alike
-are tried in every order."""
+"""Parts the gangs bound to no domain may add to a search (see ``ExactRepack._parts``), unless it is ``wide``."""
+EXACT_MAX_SPLITS = 256
+"""Ways to give those parts domains of their level a ``wide`` search may try: parts of one kind are
+interchangeable, so only how many of each kind go to each domain counts (eight parts of different kinds in two
+domains are 256 ways; thirty of one kind in three, 496)."""
 
 NODE_DEAD_ENDS = 16
 """States a unit's node search proves infeasible before it starts counting the pods left (:class:`_PodsLeft`)."""
@@ -76,8 +79,12 @@ class ExactRepack:
 
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
                  preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None,
-                 most_free_first: bool = False):
+                 most_free_first: bool = False, wide: bool = False):
         self.tree = tree
+        self.wide = wide
+        """Whether more parts are allowed (counted by the ways to split them, ``EXACT_MAX_SPLITS``, not by
+        ``EXACT_MAX_PARTS``), alike ones are given domains in one order, and the domain whose search failed most
+        often is searched first: a search of its own, for a pool the plain one could not decide."""
         self.most_free_first = most_free_first
         """Units in order of free GPUs, most first: the second order, for a search the first one ran out in."""
         self.before = before or {}
@@ -200,7 +207,8 @@ class ExactRepack:
         12,000. The parts are what the gang's constraints bind together, and a pod lies in one domain of every
         level, so the split rules out no arrangement. Kept as they are when some group of a free gang is bound
         to a level between the region's and that common one (its parts would need a coarser domain), or when the
-        parts would be more than ``EXACT_MAX_PARTS``."""
+        parts would be more than ``EXACT_MAX_PARTS`` (for a ``wide`` search: could be given domains in more than
+        ``EXACT_MAX_SPLITS`` ways)."""
         rlvl = tree.dom_level[region]
         bound = [x.groups[0].req for x in gangs if x.groups[0].req > rlvl]
         free = [x for x in gangs if x.groups[0].req <= rlvl]
@@ -227,9 +235,8 @@ class ExactRepack:
                     pieces.extend((split, [gi], p) for p in g.pods)
                     todo.extend(g.children)
                 else:
+                    self.whole_of = {}
                     return list(gangs)
-            if len(out) - len(bound) + len(pieces) > EXACT_MAX_PARTS:
-                return list(gangs)
             for req, members, pod in pieces:
                 groups = []
                 for gi, g in enumerate(x.groups):
@@ -240,6 +247,15 @@ class ExactRepack:
                 out.append(dataclasses.replace(x, idx=fresh, groups=groups, pod_gpus=gpus, need=sum(gpus)))
                 self.whole_of[fresh] = x.idx
                 fresh += 1
+        kinds: dict[tuple[object, ...], int] = {}
+        for part in out[len(bound):]:
+            kind = tuple((g.parent, g.req, tuple(part.pod_gpus[i] for i in g.pods), g.tol) for g in part.groups)
+            kinds[kind] = kinds.get(kind, 0) + 1
+        doms = len(tree.index.get((region, split), []))
+        ways = math.prod(math.comb(n + doms - 1, doms - 1) for n in kinds.values())
+        if (ways > EXACT_MAX_SPLITS) if self.wide else (len(out) - len(bound) > EXACT_MAX_PARTS):
+            self.whole_of = {}
+            return list(gangs)
         return out
 
     @property
@@ -288,6 +304,15 @@ class ExactRepack:
         rank = tree.rank
         doms = sorted((tree.dom_of(k) for k in tree.index.get((self.region, split), [])), key=lambda d: rank[d])
         order = sorted(gangs, key=lambda x: (-x.need, -max(x.pod_gpus, default=0), x.idx))
+        # a gang of the same shape as an earlier one in the order goes to a domain no earlier in path order: the
+        # two are interchangeable, so the swapped choice is the same arrangement
+        alike: list[int] = []
+        last: dict[tuple[object, ...], int] = {}
+        for i, x in enumerate(order):
+            sig = self._gang_shape(x)
+            alike.append(last.get(sig, -1))
+            last[sig] = i
+        where = [0] * len(order)
         members: dict[int, list[CompiledGang]] = {d: [] for d in doms}
         failed: dict[int, list[frozenset[int]]] = {d: [] for d in doms}
         solved: dict[tuple[int, frozenset[int]], list[UnitKey] | None] = {}
@@ -298,7 +323,9 @@ class ExactRepack:
 
         def pack_all() -> bool:
             chosen.clear()
-            for d in doms:
+            # the domain that failed most often first: its search is likely to fail again, and to fail before the
+            # others' searches are spent
+            for d in sorted(doms, key=lambda d: (-len(failed[d]), rank[d])) if self.wide else doms:
                 if not members[d]:
                     continue
                 idxs = frozenset(x.idx for x in members[d])
@@ -321,7 +348,10 @@ class ExactRepack:
             cands = [d for d in doms if self._room(d, [*members[d], x])]
             was = self._was(x.idx, split)
             cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
+            floor = rank[where[alike[i]]] if alike[i] >= 0 and self.wide else -1
             for d in cands:
+                if rank[d] < floor:
+                    continue
                 if not members[d]:
                     sig = (tree.dom_parent[d], self._shape(d))
                     if sig in seen:
@@ -329,12 +359,19 @@ class ExactRepack:
                     seen.add(sig)
                 self._step()
                 members[d].append(x)
+                where[i] = d
                 if not doomed(d, frozenset(m.idx for m in members[d])) and assign(i + 1):
                     return True
                 members[d].pop()
             return False
 
         return chosen if assign(0) else None
+
+    def _gang_shape(self, x: CompiledGang) -> tuple[object, ...]:
+        """What makes two gangs (or parts of gangs) interchangeable in a search: their groups' structure,
+        required levels, pod sizes and tolerated tainted nodes."""
+        return tuple((g.parent, self.req[(x.idx, gi)], tuple(x.pod_gpus[p] for p in g.pods), g.tol)
+                     for gi, g in enumerate(x.groups))
 
     def _slack(self, d: int, gangs: list[CompiledGang]) -> int:
         return self.tree.dom_free[d] + self.extra.get(d, 0) - sum(x.need for x in gangs)

@@ -275,6 +275,12 @@ class Repairer(Fitter):
                     continue
                 search = ExactRepack(tree, region, gs, budget, preferred, old,
                                      most_free_first=old is None and not steered)
+                if old is None and not preferred and not search.whole_of:
+                    # the last try: gangs bound to nothing in more parts than a plain search takes, when alike
+                    # parts make few ways to split them
+                    wide = ExactRepack(tree, region, gs, budget, wide=True)
+                    if wide.whole_of:
+                        search = wide
                 if not preferred and old is not None:
                     steered = search.steers
                 found = search.solve()
