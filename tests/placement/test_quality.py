@@ -128,9 +128,9 @@ SPREAD = [
 @pytest.mark.parametrize(("family", "seed", "gpus", "level", "spread"), SPREAD, ids=[str(c[1]) for c in SPREAD])
 def test_moved_gangs_are_re_placed_on_fewer_domains(family: str, seed: int, gpus: int, level: str,
                                                     spread: list[str]) -> None:
-    from instances import FAMILY_LEVELS, check_plan, family_instance, varied_instance
+    from instances import FAMILIES, FAMILY_LEVELS, check_plan
 
-    inst = (family_instance if family == "mixed" else varied_instance)(seed)
+    inst = FAMILIES[family][0](seed)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus

@@ -70,6 +70,13 @@ def _tolerated_by(gangs: Sequence[CompiledGang]) -> frozenset[int]:
     return frozenset().union(*(x.groups[0].tol_any for x in gangs))
 
 
+def _shape_of(x: CompiledGang, reqs: Sequence[int]) -> tuple[object, ...]:
+    """What makes two gangs (or parts of gangs) interchangeable in a search: their groups' structure, required
+    levels (``reqs``, one per group), pod sizes and tolerated tainted nodes."""
+    return tuple((g.parent, r, tuple(x.pod_gpus[p] for p in g.pods), g.tol)
+                 for g, r in zip(x.groups, reqs, strict=True))
+
+
 class OutOfSteps(Exception):
     """The step budget ran out."""
 
@@ -237,6 +244,9 @@ class ExactRepack:
                 else:
                     self.whole_of = {}
                     return list(gangs)
+            if not self.wide and len(out) - len(bound) + len(pieces) > EXACT_MAX_PARTS:
+                self.whole_of = {}
+                return list(gangs)
             for req, members, pod in pieces:
                 groups = []
                 for gi, g in enumerate(x.groups):
@@ -247,15 +257,15 @@ class ExactRepack:
                 out.append(dataclasses.replace(x, idx=fresh, groups=groups, pod_gpus=gpus, need=sum(gpus)))
                 self.whole_of[fresh] = x.idx
                 fresh += 1
-        kinds: dict[tuple[object, ...], int] = {}
-        for part in out[len(bound):]:
-            kind = tuple((g.parent, g.req, tuple(part.pod_gpus[i] for i in g.pods), g.tol) for g in part.groups)
-            kinds[kind] = kinds.get(kind, 0) + 1
-        doms = len(tree.index.get((region, split), []))
-        ways = math.prod(math.comb(n + doms - 1, doms - 1) for n in kinds.values())
-        if (ways > EXACT_MAX_SPLITS) if self.wide else (len(out) - len(bound) > EXACT_MAX_PARTS):
-            self.whole_of = {}
-            return list(gangs)
+        if self.wide:
+            kinds: dict[tuple[object, ...], int] = {}
+            for part in out[len(bound):]:
+                kind = _shape_of(part, [g.req for g in part.groups])
+                kinds[kind] = kinds.get(kind, 0) + 1
+            doms = len(tree.index.get((region, split), []))
+            if math.prod(math.comb(n + doms - 1, doms - 1) for n in kinds.values()) > EXACT_MAX_SPLITS:
+                self.whole_of = {}
+                return list(gangs)
         return out
 
     @property
@@ -304,14 +314,15 @@ class ExactRepack:
         rank = tree.rank
         doms = sorted((tree.dom_of(k) for k in tree.index.get((self.region, split), [])), key=lambda d: rank[d])
         order = sorted(gangs, key=lambda x: (-x.need, -max(x.pod_gpus, default=0), x.idx))
-        # a gang of the same shape as an earlier one in the order goes to a domain no earlier in path order: the
-        # two are interchangeable, so the swapped choice is the same arrangement
-        alike: list[int] = []
-        last: dict[tuple[object, ...], int] = {}
-        for i, x in enumerate(order):
-            sig = self._gang_shape(x)
-            alike.append(last.get(sig, -1))
-            last[sig] = i
+        # in a wide search, a gang of the same shape as an earlier one in the order goes to a domain no earlier in
+        # path order: the two are interchangeable, so the swapped choice is the same arrangement
+        alike = [-1] * len(order)
+        if self.wide:
+            last: dict[tuple[object, ...], int] = {}
+            for i, x in enumerate(order):
+                sig = _shape_of(x, [self.req[(x.idx, gi)] for gi in range(len(x.groups))])
+                alike[i] = last.get(sig, -1)
+                last[sig] = i
         where = [0] * len(order)
         members: dict[int, list[CompiledGang]] = {d: [] for d in doms}
         failed: dict[int, list[frozenset[int]]] = {d: [] for d in doms}
@@ -348,7 +359,7 @@ class ExactRepack:
             cands = [d for d in doms if self._room(d, [*members[d], x])]
             was = self._was(x.idx, split)
             cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
-            floor = rank[where[alike[i]]] if alike[i] >= 0 and self.wide else -1
+            floor = rank[where[alike[i]]] if alike[i] >= 0 else -1
             for d in cands:
                 if rank[d] < floor:
                     continue
@@ -366,12 +377,6 @@ class ExactRepack:
             return False
 
         return chosen if assign(0) else None
-
-    def _gang_shape(self, x: CompiledGang) -> tuple[object, ...]:
-        """What makes two gangs (or parts of gangs) interchangeable in a search: their groups' structure,
-        required levels, pod sizes and tolerated tainted nodes."""
-        return tuple((g.parent, self.req[(x.idx, gi)], tuple(x.pod_gpus[p] for p in g.pods), g.tol)
-                     for gi, g in enumerate(x.groups))
 
     def _slack(self, d: int, gangs: list[CompiledGang]) -> int:
         return self.tree.dom_free[d] + self.extra.get(d, 0) - sum(x.need for x in gangs)
