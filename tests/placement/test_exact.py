@@ -28,6 +28,11 @@ CASES = [
                                "over two zones) kept the pool one search that ran out of steps; the last try, "
                                "wide (as parts, alike ones in one order, the zone that failed most often "
                                "searched first), admits g00023 (was 528)"),
+    ("varied", 1292, 336, "a zone search over one-GPU pods of zone-bound gangs ran out of steps; not trying fewer "
+                          "of them where more failed, it proves in 59,000 that the zone has no room, and the "
+                          "pool's search in the second order, with the steps left, admits g00009 (was 320)"),
+    ("varied", 2606, 370, "thirty one-GPU pods of a zone-bound gang: the zone's search tried each count of them in "
+                          "every rack and ran out of steps in both orders (was 345)"),
 ]
 
 
@@ -82,6 +87,9 @@ VARIED_NEIGHBOURHOODS = [
     # g00004's 26 one-GPU pods of a rack-bound subgroup, each a group of its own: once one is in a rack, the rest
     # must fit it too; counted only when each came up, the fillings of the second rack took 776,000 steps
     (1945, (0, 1, 3, 4, 5, 6, 7)),
+    # thirty one-GPU pods of g00005 (bound to the zone only) and 21 of g00000 (bound to its rack): a rack's filling
+    # that failed further on was tried again with each smaller count of g00005's pods (300,000 steps: no verdict)
+    (2606, (0, 1, 2, 3, 4, 5)),
 ]
 
 

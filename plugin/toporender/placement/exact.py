@@ -24,7 +24,11 @@ node) at a time instead of placing one group at a time:
 * interchangeable choices are tried once: leaf groups of the same shape (the first k of them, in domains in path
   order), sibling domains that are still empty and have the same free GPUs per node, nodes of one finest domain
   with the same free GPUs, pods of one group; a set of groups left that has failed from some unit on is not tried
-  again.
+  again;
+* groups of one pod bound to nothing finer than the region (a zone-bound gang's one-GPU pods, each a group of its
+  own: see below) bind no other group, so once a unit's filling with some of them fails further on, the same
+  other groups with fewer of each shape are not tried: the units after it would have those groups and more to
+  place, with less slack. Without this, a zone with thirty such pods tried each count of them in every unit.
 
 A group bound to no finer domain than its parent (pods outside every subgroup, a subgroup without a level)
 has each of its pods searched as a group of its own, bound to the units' level: a pod lies in one domain of
@@ -478,6 +482,10 @@ class ExactRepack:
             return False
         shape = {k: self._leaf_shape(k) for k in leaves}
         order = tuple(sorted(leaves, key=lambda k: (shape[k], k)))
+        # groups of one pod whose ancestors are bound to nothing finer than the region: where one goes binds no
+        # other group, so a unit's choice among them is only how many of each shape it takes
+        singles = {k for k in leaves if len(self.gangs[k[0]].groups[k[1]].pods) == 1
+                   and all(self.req[(k[0], gi)] <= self.rlvl for gi in self._chain(k)[1:])}
         failed: set[tuple[object, ...]] = set()
         chosen: list[tuple[int, list[tuple[LeafKey, int]]]] = []
 
@@ -496,6 +504,9 @@ class ExactRepack:
             u = units[ui]
             free = self._free(u)
             later = units[ui + 1:]
+            # per choice of the unit's other groups, the counts of singles (per shape) it was filled with before
+            # the units after it failed
+            beaten: dict[tuple[tuple[LeafKey, int], ...], list[dict[tuple[object, ...], int]]] = {}
             cands = [k for k in left if self._allowed(k, u)]
             rest = [0] * (len(cands) + 1)
             for j in range(len(cands) - 1, -1, -1):
@@ -549,6 +560,13 @@ class ExactRepack:
                         j += 1
 
             def close(used: int) -> bool:
+                counts: dict[tuple[object, ...], int] = {}
+                for k, _ in members:
+                    if k in singles:
+                        counts[shape[k]] = counts.get(shape[k], 0) + 1
+                others = tuple(sorted(m for m in members if m[0] not in singles))
+                if counts and any(all(n <= r.get(s, 0) for s, n in counts.items()) for r in beaten.get(others, ())):
+                    return False  # no more singles than a filling that failed further on: fails as it did
                 if self._unit_fit(u, members) is None:
                     return False
                 taken = {k for k, _ in members}
@@ -556,6 +574,8 @@ class ExactRepack:
                 if fill(ui + 1, tuple(k for k in left if k not in taken), spare - (free - used)):
                     return True
                 chosen.pop()
+                if counts:
+                    beaten.setdefault(others, []).append(counts)
                 return False
 
             if choose(0, 0):
