@@ -28,9 +28,6 @@ CASES = [
                                "over two zones) kept the pool one search that ran out of steps; the last try, "
                                "wide (as parts, alike ones in one order, the zone that failed most often "
                                "searched first), admits g00023 (was 528)"),
-    ("fragmented", 10297, 319, "g00010 (14 GPUs in one clique) has no arrangement in the blocks with room; the "
-                               "exact searches stopped after three regions, before its zone, where gangs may "
-                               "move between blocks and which admits it (was 305)"),
     ("varied", 1292, 336, "a zone search over one-GPU pods of zone-bound gangs ran out of steps; not trying fewer "
                           "of them where more failed, it proves in 59,000 that the zone has no room, and the "
                           "pool's search in the second order, with the steps left, admits g00009 (was 320)"),

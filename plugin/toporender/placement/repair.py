@@ -36,6 +36,8 @@ domains first, each gang's old domain first, then the plain order; elsewhere uni
 most free first."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
+EXACT_REGIONS = 3
+"""Small regions searched exactly per gang that the bounded repair could not admit."""
 POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
@@ -234,14 +236,14 @@ class Repairer(Fitter):
     def _exact(self, gang: CompiledGang, regions: list[int]) -> bool:
         """Re-pack the gangs of a small region together with ``gang`` exactly (within a fixed step budget).
 
-        Runs only after the bounded search failed, so it changes no plan the bounded search already admits. Every
-        small region the bounded search tried is searched, finest first, while the run's steps last: the finer
-        ones move fewer gangs, but where each has room and no arrangement, only a coarser one, whose gangs may
-        move between its domains, admits the gang."""
+        Runs only after the bounded search failed, so it changes no plan the bounded search already admits."""
         tree = self.tree
+        searched = 0
         # a wider region holding the same gangs is a new search only if it has more free GPUs
         seen: set[tuple[tuple[int, ...], int]] = set()
         for region in regions:
+            if searched >= EXACT_REGIONS:
+                break
             # cheap size test first: the bounded search's budgets (and so large pools' plans) stay untouched
             if sum(tree.dom_hist[region]) > EXACT_MAX_NODES:
                 continue
@@ -255,6 +257,7 @@ class Repairer(Fitter):
                 continue
             if self.exact_spent >= EXACT_RUN_STEPS:
                 return False
+            searched += 1
             before = {m: dict(self.assign.get(m, {})) for m in movable}
             mark = len(self.log)
             for m in movable:
