@@ -564,7 +564,7 @@ class ExactRepack:
                 for k, _ in members:
                     if k in singles:
                         counts[shape[k]] = counts.get(shape[k], 0) + 1
-                others = tuple(sorted(m for m in members if m[0] not in singles))
+                others = tuple(sorted(m for m in members if m[0] not in singles)) if counts else ()
                 if counts and any(all(n <= r.get(s, 0) for s, n in counts.items()) for r in beaten.get(others, ())):
                     return False  # no more singles than a filling that failed further on: fails as it did
                 if self._unit_fit(u, members) is None:
