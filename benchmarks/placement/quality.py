@@ -12,10 +12,10 @@ every subgroup, gangs bound to no domain, subgroups without a level, 2-GPU nodes
 ``--set development-6`` (changes were made on them), ``--set held-out`` to ``--set held-out-6``.
 ``fragmented`` is a fourth family (heavily pre-used HGX-style racks, data x tensor parallel gangs, single-pod jobs,
 arrival orders sorted by size): ``--set held-out`` and ``--set held-out-2`` were run with a packer never changed
-on it, ``--set development`` is for changes. Prints a summary table: average / worst share of the optimum,
-instances where the packer placed fewer GPUs than a baseline, average domains spanned per gang (over the gangs
-every packer placed), stranded GPUs (free GPUs in racks smaller than the smallest subgroup) and the time per
-instance.
+on it (held-out-2 has since decided against one change), ``--set development`` is for changes. Prints a
+summary table: average / worst share of the optimum, instances where the packer placed fewer GPUs than a
+baseline, average domains spanned per gang (over the gangs every packer placed), stranded GPUs (free GPUs in
+racks smaller than the smallest subgroup) and the time per instance.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ VARIED_SETS = {"development": VARIED_DEVELOPMENT_SEEDS, "development-2": VARIED_
 """The varied family's seed sets."""
 FRAGMENTED_SETS = {"held-out": FRAGMENTED_HELD_OUT_SEEDS, "development": FRAGMENTED_DEVELOPMENT_SEEDS,
                    "held-out-2": FRAGMENTED_HELD_OUT_2_SEEDS}
-"""The fragmented family's seed sets (both held-out sets were run with a packer never changed on the family)."""
+"""The fragmented family's seed sets (both held-out sets were run with a packer never changed on the family;
+held-out-2 has since decided against one change, which the log records)."""
 FAMILY_SETS = {"mixed": SETS, "varied": VARIED_SETS, "fragmented": FRAGMENTED_SETS}
 """The named seed sets of each family that has them (``--family`` with ``--set``)."""
 

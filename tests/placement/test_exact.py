@@ -101,11 +101,11 @@ ALL_NEIGHBOURHOODS = [("mixed", s, p) for s, p in NEIGHBOURHOODS] + [("varied", 
 def test_agrees_with_the_exact_solver(family: str, seed: int, picked: tuple[int, ...]) -> None:
     """The search ends within its steps, finds an arrangement exactly when HiGHS finds one, and the arrangement
     keeps node capacities, taints and every group's required domain."""
-    from instances import FAMILY_LEVELS, family_instance, mip_feasible, varied_instance
+    from instances import FAMILIES, FAMILY_LEVELS, mip_feasible
 
     from toporender.placement.inventory import tolerates
 
-    inst = (family_instance if family == "mixed" else varied_instance)(seed)
+    inst = FAMILIES[family][0](seed)
     tree = Tree(inst.inventory, FAMILY_LEVELS, {})
     compiled = Packer(tree, inst.gangs).gangs
     gangs = [compiled[i] for i in picked]
