@@ -28,9 +28,20 @@ CASES = [
                                "over two zones) kept the pool one search that ran out of steps; the last try, "
                                "wide (as parts, alike ones in one order, the zone that failed most often "
                                "searched first), admits g00023 (was 528)"),
+    ("fragmented", 10422, 397, "the pool's search for g00020 ran out of the run's exact steps where lifting earlier "
+                               "gangs admits it; lifting first leaves the steps with which the pool's search admits "
+                               "g00021 (was 381)"),
     ("varied", 1292, 336, "a zone search over one-GPU pods of zone-bound gangs ran out of steps; not trying fewer "
                           "of them where more failed, it proves in 59,000 that the zone has no room, and the "
                           "pool's search in the second order, with the steps left, admits g00009 (was 320)"),
+    ("varied", 1118, 263, "the pool's search for g00008 took 203,000 of the run's 400,000 exact steps where lifting "
+                          "an earlier gang admits it; lifting first, the pool's search admits g00009 in 10,000 (was "
+                          "255)"),
+    ("varied", 2632, 246, "lifting first admits g00012 where the pool's search also does, but leaves g00015 no "
+                          "room: the run kept at the first lift makes that search instead of refusing g00012, and "
+                          "is chosen"),
+    ("varied", 1741, 161, "the same for g00009, where the run kept at the first lift must still lift later: only "
+                          "a lift admits g00013 there (152 when it lifted no more)"),
     ("varied", 2606, 370, "thirty one-GPU pods of a zone-bound gang: the zone's search tried each count of them in "
                           "every rack and ran out of steps in both orders (was 345)"),
 ]

@@ -85,7 +85,9 @@ class Packer(Repairer):
     """One packing run: every gang in arrival order, repaired when it does not fit, or given a reason."""
 
     without_lifts: Packer | None = None
-    """This run as it would go on without lifting gangs, from the first gang a lift admitted (:meth:`_before_lift`)."""
+    """This run as it would go on without the first lift it made (:meth:`_before_lift`)."""
+    forked = False
+    """Whether this run is the copy another run kept at its first lift (:meth:`_before_lift`); it keeps none."""
     refusing: tuple[str, FailedShape] = ("", (0, 0, 0, (), frozenset()))
     """The reason and shape the gang being repaired gets if it is left out."""
 
@@ -121,15 +123,19 @@ class Packer(Repairer):
         if shape is not None:
             self.failed.append(shape)
 
-    def _before_lift(self, gang: CompiledGang) -> None:
-        """Keep, at the first lift, a copy of this run that refuses ``gang`` instead and goes on without lifts:
-        the run :func:`pack` compares, without packing the gangs before this one again (their exact searches
-        are most of a small pool's time)."""
-        if self.without_lifts is not None:
+    def _before_lift(self, gang: CompiledGang, then: tuple[int, list[int]] | None) -> None:
+        """Keep, at the first lift, a copy of this run that admits ``gang`` without it: by the exact search
+        ``then`` that the lift came before, going on as this run does (lifting too, keeping no copy of its
+        own); else it refuses ``gang`` and goes on without lifts. A gang admitted by a lift can leave later, larger
+        gangs less room than that search's arrangement, or than none. :func:`pack` compares the runs, without
+        packing the gangs before this one again (their exact searches are most of a small pool's time)."""
+        if self.without_lifts is not None or self.forked:
             return
         fork = copy.deepcopy(self)
-        fork.ejects = False
-        fork._refuse(fork.gangs[gang.idx], *self.refusing)
+        fork.forked = True
+        if then is None or not fork._exact(fork.gangs[gang.idx], *then):
+            fork.ejects = False
+            fork._refuse(fork.gangs[gang.idx], *self.refusing)
         fork.log.clear()
         fork.packed = gang.idx + 1
         self.without_lifts = fork

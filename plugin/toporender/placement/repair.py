@@ -4,7 +4,8 @@ The gangs lying inside one region (a domain of the new gang's required level, th
 pool) are lifted, assigned whole to domains of their required level (a search of its own), and each domain is
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains.
-When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one.
+When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
+before the whole pool is re-packed exactly (the costliest search).
 Earlier gangs move only when this admits the new gang, and never when it fits as they are. Step budgets bound the
 work.
 """
@@ -140,20 +141,32 @@ class Repairer(Fitter):
             tried.add(movable)
             if self._repack(gang, region, list(movable), allowance):
                 return True
-        return self._exact(gang, regions) or self._eject(gang, regions)
+        # lifting a few gangs comes before the exact search of the whole pool, which re-packs every gang in it
+        lifted = False
+        for region, inside in self._exact_regions(gang, regions):
+            if region == ROOT:
+                lifted = True
+                if self._eject(gang, regions, (region, inside)):
+                    return True
+            if self._exact(gang, region, inside):
+                return True
+        return not lifted and self._eject(gang, regions)
 
-    def _eject(self, gang: CompiledGang, regions: list[int]) -> bool:
+    def _eject(self, gang: CompiledGang, regions: list[int], then: tuple[int, list[int]] | None = None) -> bool:
         """Lift one to three earlier gangs of a small pool, place ``gang``, then place the lifted ones again
         wherever their own constraints allow; of the tries that admit ``gang``, keep the one that leaves the
         most room for later gangs (:meth:`_room`).
 
-        Runs only after the whole-region searches failed. Those re-pack every gang of the region from nothing, and
-        in a tight region (a few free GPUs left, many one-GPU pods) a depth-first search can spend millions of
-        steps without reaching an arrangement that differs from the plan by a few gangs only. Each set of lifted
+        Runs after the exact searches of regions smaller than the pool failed, and before the pool's own. Those
+        re-pack every gang of the region from nothing, and in a tight region (a few free GPUs left, many one-GPU
+        pods) a depth-first search can spend millions of steps without reaching an arrangement that differs from
+        the plan by a few gangs only; the pool's search, the largest, spent the run's exact steps that later
+        gangs' small searches needed where lifting a gang or two admitted the new one. Each set of lifted
         gangs is tried greedily first (the new gang, then the lifted ones in the given order); only when no
         greedy try admits the gang is each set searched exactly together with it (a small search: the other
         gangs stay). Steps are counted per run, so the result depends on steps only. The first admitting try was
-        often a cramped one that cost a larger later gang its place, hence the choice by room."""
+        often a cramped one that cost a larger later gang its place, hence the choice by room. ``then``: the exact
+        search (region, movable gangs) that comes after this one, which a run without lifts makes instead."""
         tree = self.tree
         if not self.ejects or sum(tree.dom_hist[ROOT]) > EXACT_MAX_NODES:
             return False
@@ -178,7 +191,7 @@ class Repairer(Fitter):
                         best = (got[0], lifted, got[1])
         if best is None:
             return False
-        self._before_lift(gang)
+        self._before_lift(gang, then)
         _, chosen, found = best
         before = {m: dict(self.assign.get(m, {})) for m in chosen}
         self._lift(chosen)
@@ -190,9 +203,9 @@ class Repairer(Fitter):
         self.exact_notes.pop(gang.idx, None)
         return True
 
-    def _before_lift(self, gang: CompiledGang) -> None:
+    def _before_lift(self, gang: CompiledGang, then: tuple[int, list[int]] | None) -> None:
         """Called once a lift will admit ``gang``, before anything moves: the plan is still the one a run
-        without lifts has at this point."""
+        without lifts has at this point, which would search exactly ``then`` (region, movable gangs) next."""
 
     def _eject_try(self, gang: CompiledGang, region: int, lifted: tuple[int, ...], exact: bool
                    ) -> tuple[tuple[int, ...], dict[int, list[tuple[int, int]]]] | None:
@@ -233,8 +246,9 @@ class Repairer(Fitter):
         return tuple(tree.free_of(lst[-1]) if (lst := tree.index.get((ROOT, lvl))) else 0
                      for lvl in range(len(tree.level_domains)))
 
-    def _exact(self, gang: CompiledGang, regions: list[int]) -> bool:
-        """Re-pack the gangs of a small region together with ``gang`` exactly (within a fixed step budget).
+    def _exact_regions(self, gang: CompiledGang, regions: list[int]) -> Iterator[tuple[int, list[int]]]:
+        """The small regions to re-pack exactly for ``gang``, with their movable gangs: at most
+        :data:`EXACT_REGIONS` of them, while the run's exact steps last.
 
         Runs only after the bounded search failed, so it changes no plan the bounded search already admits."""
         tree = self.tree
@@ -243,7 +257,7 @@ class Repairer(Fitter):
         seen: set[tuple[tuple[int, ...], int]] = set()
         for region in regions:
             if searched >= EXACT_REGIONS:
-                break
+                return
             # cheap size test first: the bounded search's budgets (and so large pools' plans) stay untouched
             if sum(tree.dom_hist[region]) > EXACT_MAX_NODES:
                 continue
@@ -252,54 +266,59 @@ class Repairer(Fitter):
             if (tuple(movable), free) in seen or free < gang.need:
                 continue
             seen.add((tuple(movable), free))
-            gs = [self.gangs[m] for m in movable] + [gang]
-            if not ExactRepack.applies(tree, region, gs):
+            if not ExactRepack.applies(tree, region, [*(self.gangs[m] for m in movable), gang]):
                 continue
             if self.exact_spent >= EXACT_RUN_STEPS:
-                return False
+                return
             searched += 1
-            before = {m: dict(self.assign.get(m, {})) for m in movable}
-            mark = len(self.log)
-            for m in movable:
-                self._release(m)
-            found = None
-            proven = False
-            # each gang inside one domain of its preferred level first (fewest domains), then only as required:
-            # old domains first for half the steps, then in the plain order; where old domains order no choice,
-            # units fewest free GPUs first for half the steps, then most free first
-            steered = False
-            for preferred, steps, old in ((True, EXACT_PREFERRED_STEPS, before), (False, EXACT_STEPS // 2, before),
-                                          (False, EXACT_STEPS, None)):
-                budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
-                if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
-                    continue
-                search = ExactRepack(tree, region, gs, budget, preferred, old,
-                                     most_free_first=old is None and not steered)
-                if old is None and not preferred and not search.whole_of:
-                    # the last try: gangs bound to nothing in more parts than a plain search takes, when alike
-                    # parts make few ways to split them
-                    wide = ExactRepack(tree, region, gs, budget, wide=True)
-                    if wide.whole_of:
-                        search = wide
-                if not preferred and old is not None:
-                    steered = search.steers
-                found = search.solve()
-                self.exact_spent += search.steps
-                proven = not preferred and search.steps <= search.budget
-                if found is not None or proven:
-                    break  # admitted, or proven impossible
-            if found is None:
-                self._rollback(mark, None)
-                if movable:
-                    self.exact_notes[gang.idx] = self._exact_note(region, len(movable), proven)
+            yield region, movable
+
+    def _exact(self, gang: CompiledGang, region: int, movable: list[int]) -> bool:
+        """Re-pack the gangs ``movable`` of a small region together with ``gang`` exactly (within a fixed step
+        budget)."""
+        tree = self.tree
+        gs = [self.gangs[m] for m in movable] + [gang]
+        before = {m: dict(self.assign.get(m, {})) for m in movable}
+        mark = len(self.log)
+        for m in movable:
+            self._release(m)
+        found = None
+        proven = False
+        # each gang inside one domain of its preferred level first (fewest domains), then only as required:
+        # old domains first for half the steps, then in the plain order; where old domains order no choice,
+        # units fewest free GPUs first for half the steps, then most free first
+        steered = False
+        for preferred, steps, old in ((True, EXACT_PREFERRED_STEPS, before), (False, EXACT_STEPS // 2, before),
+                                      (False, EXACT_STEPS, None)):
+            budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
+            if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                 continue
-            self._take_found(gs, found)
-            self._settle(x.idx for x in gs)
-            self._polish(gs, region)
-            self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
-            self.exact_notes.pop(gang.idx, None)
-            return True
-        return False
+            search = ExactRepack(tree, region, gs, budget, preferred, old,
+                                 most_free_first=old is None and not steered)
+            if old is None and not preferred and not search.whole_of:
+                # the last try: gangs bound to nothing in more parts than a plain search takes, when alike
+                # parts make few ways to split them
+                wide = ExactRepack(tree, region, gs, budget, wide=True)
+                if wide.whole_of:
+                    search = wide
+            if not preferred and old is not None:
+                steered = search.steers
+            found = search.solve()
+            self.exact_spent += search.steps
+            proven = not preferred and search.steps <= search.budget
+            if found is not None or proven:
+                break  # admitted, or proven impossible
+        if found is None:
+            self._rollback(mark, None)
+            if movable:
+                self.exact_notes[gang.idx] = self._exact_note(region, len(movable), proven)
+            return False
+        self._take_found(gs, found)
+        self._settle(x.idx for x in gs)
+        self._polish(gs, region)
+        self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
+        self.exact_notes.pop(gang.idx, None)
+        return True
 
     def _exact_note(self, region: int, gangs: int, proven: bool) -> str:
         """What the exact search of ``region`` found, for the reason of a gang it could not admit: whether no
