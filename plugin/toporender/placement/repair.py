@@ -166,7 +166,8 @@ class Repairer(Fitter):
         greedy try admits the gang is each set searched exactly together with it (a small search: the other
         gangs stay). Steps are counted per run, so the result depends on steps only. The first admitting try was
         often a cramped one that cost a larger later gang its place, hence the choice by room. ``then``: the exact
-        search (region, movable gangs) that comes after this one, which a run without lifts makes instead."""
+        search (region, movable gangs) that comes after this one, which the copy of the run kept at the first
+        lift makes instead (:meth:`_before_lift`)."""
         tree = self.tree
         if not self.ejects or sum(tree.dom_hist[ROOT]) > EXACT_MAX_NODES:
             return False
