@@ -30,6 +30,13 @@ node) at a time instead of placing one group at a time:
   other groups with fewer of each shape are not tried: the units after it would have those groups and more to
   place, with less slack. Without this, a zone with thirty such pods tried each count of them in every unit.
 
+With ``fluid``, one-GPU pods whose groups bind nothing finer than the region, or than a domain another group of
+their gang fixes, are left out of the units; once the other groups are placed a maximum flow gives them nodes
+among the GPUs left. A tight pool with many such pods otherwise makes the search choose which of them fill each
+unit. After each unit a flow of those pods and of the other groups' GPUs (as one-GPU pods) must still fit, and
+inside units pods that tolerate a taint take tainted nodes first. Which node a unit's pods take is fixed by its
+node search, so this search can miss an arrangement: it proves nothing.
+
 A group bound to no finer domain than its parent (pods outside every subgroup, a subgroup without a level)
 has each of its pods searched as a group of its own, bound to the units' level: a pod lies in one domain of
 every level, so this rules out no arrangement, and such a group does not make the whole region one unit.
@@ -67,6 +74,9 @@ LeafKey = tuple[int, int]
 """(gang index, group index) of a leaf group."""
 UnitKey = tuple[int, tuple[tuple[LeafKey, int], ...]]
 """A unit and the leaf groups in it with their domains (sorted): the key of a unit's remembered answer."""
+FLUID = -1
+"""The unit of the entry, among a search's units, that holds the nodes of the pods :meth:`ExactRepack._fluid_keys`
+left out (leaf group and node, in place of leaf group and domain)."""
 
 
 def _tolerated_by(gangs: Sequence[CompiledGang]) -> frozenset[int]:
@@ -90,12 +100,18 @@ class ExactRepack:
 
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
                  preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None,
-                 most_free_first: bool = False, wide: bool = False):
+                 most_free_first: bool = False, wide: bool = False, fluid: bool = False):
         self.tree = tree
         self.wide = wide
         """Whether more parts are allowed (counted by the ways to split them, ``EXACT_MAX_SPLITS``, not by
         ``EXACT_MAX_PARTS``), alike ones are given domains in one order, and the domain whose search failed most
         often is searched first: a search of its own, for a pool the plain one could not decide."""
+        self.fluid = fluid
+        """Whether one-GPU pods that bind nothing are left out of the units and given nodes after them, by a
+        maximum flow over what the units leave free (:meth:`_fluid_keys`): a try that may miss an arrangement,
+        so a search with it that finds none proves nothing. False when the region has no such pods."""
+        self.apart: set[LeafKey] = set()
+        """The groups of one pod :meth:`_pods_apart` made."""
         self.most_free_first = most_free_first
         """Units in order of free GPUs, most first: the second order, for a search the first one ran out in."""
         self.before = before or {}
@@ -146,6 +162,7 @@ class ExactRepack:
         self.shape_memo: dict[int, tuple[object, ...]] = {}
         self.caps_memo: dict[tuple[int, bool], dict[int, int]] = {}
         self.below_memo: dict[LeafKey, tuple[LeafKey, ...]] = {}
+        self.nodes_memo: dict[int, list[int]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus if g}, reverse=True)
         self.sizes = [s for s in every if all(b % s == 0 for b in every if b > s)]
         # per leaf group: the GPUs and sizes of its own pods (a group with subgroups, such as a gang's pods outside
@@ -163,6 +180,7 @@ class ExactRepack:
         self.size_load = {k: (*ge, *(ge if self._strict(k) else none)) for k, ge in self.ge.items()}
         """Per leaf group, ``ge`` and then ``ge`` again if the group may use no tainted node (else zeros): what it
         takes of :meth:`_unit_caps`."""
+        self.fluid = fluid and bool(self._fluid_keys(self.leaves))
 
     def _pods_apart(self) -> None:
         """Give each pod of a group that is bound to no finer domain than its parent group its own group, bound to
@@ -202,6 +220,7 @@ class ExactRepack:
             demands = {p.name: p for p in x.demand.pods}
             for p in g.pods:
                 self.req[(gang, len(groups))] = level
+                self.apart.add((gang, len(groups)))
                 groups.append(Group(f"{g.name}#{p}", gi, level, None, pods=[p], need=x.pod_gpus[p],
                                     sizes=((x.pod_gpus[p], 1),), tol=tolerated(tree, [demands[x.pod_names[p]]])))
             groups[gi] = dataclasses.replace(g, pods=[], children=[*g.children, *range(len(x.groups), len(groups))])
@@ -301,6 +320,9 @@ class ExactRepack:
             return None
         result: dict[LeafKey, list[int]] = {}
         for members in found:
+            if members[0] == FLUID:
+                result.update((k, [n]) for k, n in members[1])
+                continue
             fitted = self.unit_memo[members]
             assert fitted is not None
             result.update(fitted)
@@ -480,6 +502,17 @@ class ExactRepack:
         slack = sum(self._free(u) for u in units) - sum(need[k] for k in leaves)
         if slack < 0:
             return False
+        fluid_keys = self._fluid_keys(leaves) if self.fluid else []
+        fluid: list[list[LeafKey]] = []
+        if fluid_keys:
+            leaves = [k for k in leaves if k not in set(fluid_keys)]
+            slack += sum(need[k] for k in fluid_keys)
+            alike: dict[tuple[int, int, frozenset[int]], list[LeafKey]] = {}
+            for k in fluid_keys:
+                g = self.gangs[k[0]].groups[k[1]]
+                alike.setdefault((k[0], g.parent, g.tol), []).append(k)
+            fluid = list(alike.values())
+        found_fluid: list[tuple[LeafKey, int]] = []
         shape = {k: self._leaf_shape(k) for k in leaves}
         order = tuple(sorted(leaves, key=lambda k: (shape[k], k)))
         # groups of one pod whose ancestors are bound to nothing finer than the region: where one goes binds no
@@ -493,7 +526,7 @@ class ExactRepack:
             """Fill unit ``ui`` with some of the groups ``left``, then the units after it with the rest; ``spare``
             is the slack not lost yet."""
             if not left:
-                return True
+                return not fluid or self._fluid_fit(fluid, chosen, found_fluid)
             if ui == len(units):
                 return False
             gangs_left = {k[0] for k in left}
@@ -571,7 +604,11 @@ class ExactRepack:
                     return False
                 taken = {k for k, _ in members}
                 chosen.append((u, list(members)))
-                if fill(ui + 1, tuple(k for k in left if k not in taken), spare - (free - used)):
+                rest_left = tuple(k for k in left if k not in taken)
+                if fluid and rest_left and not self._fluid_fit(fluid, chosen, [], rest_left, later):
+                    chosen.pop()
+                    return False
+                if fill(ui + 1, rest_left, spare - (free - used)):
                     return True
                 chosen.pop()
                 if counts:
@@ -587,7 +624,93 @@ class ExactRepack:
             return False
         for u, m in chosen:
             self.members[u] = m
+        if found_fluid:
+            self.members[FLUID] = found_fluid
         return True
+
+    def _fluid_keys(self, leaves: list[LeafKey]) -> list[LeafKey]:
+        """The leaf groups :attr:`fluid` leaves out of the units: one pod of one GPU, made by :meth:`_pods_apart`,
+        whose ancestors bound finer than the region are also another leaf's (so the other leaf's place fixes
+        them). A one-GPU pod fits any free GPU of the nodes it may use, so where the others leave room matters
+        only through those nodes: a flow decides it."""
+        cands = [k for k in leaves if k in self.apart and self.need[k] == 1]
+        if not cands:
+            return []
+        taken = set(cands)
+        held: dict[int, set[int]] = {}
+        for k in leaves:
+            if k not in taken:
+                held.setdefault(k[0], set()).update(self._chain(k))
+        out = []
+        for k in cands:
+            chain = self._chain(k)
+            own = held.get(k[0], set())
+            req = [self.req[(k[0], gi)] for gi in chain]
+            # an ancestor no coarser than a held one above it lies in the same domain as that one
+            if all(r <= self.rlvl or chain[i] in own
+                   or any(chain[a] in own and req[a] >= r for a in range(i + 1, len(chain)))
+                   for i, r in enumerate(req) if i):
+                out.append(k)
+        return out
+
+    def _fluid_fit(self, fluid: list[list[LeafKey]], chosen: list[tuple[int, list[tuple[LeafKey, int]]]],
+                   found: list[tuple[LeafKey, int]], left: Sequence[LeafKey] = (), units: Sequence[int] = ()
+                   ) -> bool:
+        """Give the ``fluid`` groups' pods (in lists of groups of one parent that tolerate the same taints) nodes
+        where the units ``chosen`` leave GPUs free; the pairs go to ``found``. With groups ``left`` for the
+        ``units`` not filled yet, only whether the fluid pods and those groups' GPUs (as one-GPU pods, in those
+        units) may fit: necessary, not sufficient."""
+        tree = self.tree
+        used: dict[int, int] = {}
+        for u, members in chosen:
+            fitted = self.unit_memo[(u, tuple(sorted(members)))]
+            assert fitted is not None
+            for key, nodes in fitted.items():
+                gang = self.gangs[key[0]]
+                for p, n in zip(gang.groups[key[1]].pods, nodes, strict=True):
+                    used[n] = used.get(n, 0) + gang.pod_gpus[p]
+        nodes = [n for n in self._nodes_below(self.region) if tree.node_clean[n] or n in self.usable]
+        pos = {n: i for i, n in enumerate(nodes)}
+        free = [tree.node_free[n] - used.get(n, 0) for n in nodes]
+        inside = {n for u in units for n in self._nodes_below(u)}
+        # the nodes a group's pods may use depend only on where its ancestors are and on the taints it tolerates
+        cache: dict[tuple[int, frozenset[int], bool], tuple[int, ...]] = {}
+
+        def allowed(k: LeafKey, within: int, later: bool) -> tuple[int, ...]:
+            tol = self.gangs[k[0]].groups[k[1]].tol
+            got = cache.get((within, tol, later))
+            if got is None:
+                got = cache[(within, tol, later)] = tuple(
+                    pos[n] for n in self._nodes_below(within) if n in pos and free[pos[n]] > 0
+                    and (tree.node_clean[n] or n in tol) and (not later or n in inside))
+            return got
+
+        sets: dict[tuple[int, ...], list[LeafKey]] = {}
+        for ks in fluid:
+            # a fluid group is never fixed itself, so its place is its parent's
+            sets.setdefault(allowed(ks[0], self._within(ks[0]), False), []).extend(ks)
+        if left:
+            asked: dict[tuple[int, ...], int] = {}
+            for k in left:
+                a = allowed(k, self._within(k), True)
+                asked[a] = asked.get(a, 0) + self.need[k]
+            return _flow([*((a, len(ks)) for a, ks in sets.items()), *asked.items()], 1, free) is not None
+        want = sorted(sets.items())
+        flow = _flow([(a, len(ks)) for a, ks in want], 1, free)
+        if flow is None:
+            return False
+        found.clear()
+        for (_, ks), got in zip(want, flow, strict=True):
+            it = iter(ks)
+            for j, n in sorted(got.items()):
+                found.extend((next(it), nodes[j]) for _ in range(n))
+        return True
+
+    def _nodes_below(self, d: int) -> list[int]:
+        got = self.nodes_memo.get(d)
+        if got is None:
+            got = self.nodes_memo[d] = self.tree.nodes_below(d)
+        return got
 
     def _siblings_fit(self, fixes: list[LeafKey], u: int, left: frozenset[LeafKey],
                       members: list[tuple[LeafKey, int]], key: LeafKey) -> bool:
@@ -813,6 +936,7 @@ class ExactRepack:
         # per node, the GCD of the sizes of the pods that may go there: it can use only multiples of that
         step = [0] * len(nodes)
         taints = [self._taints(n) for n in nodes]
+        clean = [tree.node_clean[n] for n in nodes]
         for key, d in sorted(members):
             gpus = self.gangs[key[0]].pod_gpus
             group = self.gangs[key[0]].groups[key[1]]
@@ -841,8 +965,10 @@ class ExactRepack:
                 dead.add(state)
                 return False
             tried: set[tuple[int, int, tuple[str, ...]]] = set()
-            # tightest node first: pack-to-empty inside the unit
-            for j in sorted((j for j in allowed if j >= low and free[j] >= size), key=lambda j: (free[j], j)):
+            # tightest node first: pack-to-empty inside the unit (in a fluid search tainted nodes first, so that
+            # untainted GPUs are left to the pods given nodes after the units)
+            for j in sorted((j for j in allowed if j >= low and free[j] >= size),
+                            key=lambda j: (clean[j], free[j], j) if self.fluid else (free[j], j)):
                 sig = (cls[j], free[j], taints[j])
                 if sig in tried:
                     continue
@@ -882,13 +1008,20 @@ class ExactRepack:
 
 def _flows(want: Sequence[tuple[tuple[int, ...], int]], size: int, free: Sequence[int]) -> bool:
     """Whether pods of ``size`` GPUs, ``want`` of them per set of nodes they may use, fit the nodes' free GPUs:
-    a maximum flow from the sets to the nodes, exact where the search's bounds are not. Filling the smallest sets
-    first settles most cases; augmenting paths decide the rest."""
+    a maximum flow from the sets to the nodes, exact where the search's bounds are not."""
+    return _flow(want, size, free) is not None
+
+
+def _flow(want: Sequence[tuple[tuple[int, ...], int]], size: int, free: Sequence[int]
+          ) -> list[dict[int, int]] | None:
+    """The pods of each entry of ``want`` per node (see :func:`_flows`), or None. Filling the smallest sets first
+    settles most cases; augmenting paths decide the rest."""
     cap = [f // size for f in free]
     total = sum(n for _, n in want)
     if total > sum(cap):
-        return False
-    sets = sorted(want, key=lambda w: (len(w[0]), w[0]))
+        return None
+    order = sorted(range(len(want)), key=lambda a: (len(want[a][0]), want[a][0]))
+    sets = [want[a] for a in order]
     # flow[a][j]: pods of set a on node j
     flow: list[dict[int, int]] = [{} for _ in sets]
     short = [0] * len(sets)
@@ -925,7 +1058,7 @@ def _flows(want: Sequence[tuple[tuple[int, ...], int]], size: int, free: Sequenc
                         prev[(False, a)] = (True, x)
                         queue.append((False, a))
         if end is None:
-            return False
+            return None
         cap[end[1]] -= 1
         step: tuple[bool, int] | None = end
         while step is not None:
@@ -937,7 +1070,10 @@ def _flows(want: Sequence[tuple[tuple[int, ...], int]], size: int, free: Sequenc
             else:
                 flow[step[1]][back[1]] -= 1
             step = back
-    return True
+    out: list[dict[int, int]] = [{} for _ in want]
+    for a, got in zip(order, flow, strict=True):
+        out[a] = {j: n for j, n in got.items() if n}
+    return out
 
 
 class _PodsLeft:

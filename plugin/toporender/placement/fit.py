@@ -127,6 +127,7 @@ class Fitter:
         self.lca: dict[int, int] = {}
         self.spent = 0
         self.exact_spent = 0
+        self.fluid_spent = 0
         self.eject_spent = 0
         self.eject_exact_spent = 0
         self.exact_notes: dict[int, str] = {}

@@ -37,6 +37,16 @@ domains first, each gang's old domain first, then the plain order; elsewhere uni
 most free first."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
+EXACT_QUICK_STEPS = 5_000
+"""Steps of the short search only as required that comes before the fluid one: it admits the gang, or proves
+that nothing does, in most regions, where the fluid search could only run out of steps."""
+EXACT_FLUID_RUN_STEPS = 200_000
+"""Steps of all those short and fluid searches of one run that end without an answer: kept apart from
+``EXACT_RUN_STEPS``, so that where they fail the other searches have the steps they had without them."""
+EXACT_FLUID_STEPS = 50_000
+"""Steps of the search that gives the one-GPU pods bound to nothing nodes after the other groups (``fluid`` in
+:class:`~toporender.placement.exact.ExactRepack`), tried before the two plain orders: in a tight pool with many
+such pods the plain search spends its steps choosing which of them fill each unit."""
 EXACT_REGIONS = 3
 """Small regions searched exactly per gang that the bounded repair could not admit."""
 POLISH_STEPS = 20_000
@@ -285,28 +295,39 @@ class Repairer(Fitter):
             self._release(m)
         found = None
         proven = False
-        # each gang inside one domain of its preferred level first (fewest domains), then only as required:
-        # old domains first for half the steps, then in the plain order; where old domains order no choice,
-        # units fewest free GPUs first for half the steps, then most free first
+        # each gang inside one domain of its preferred level first (fewest domains), then (where one-GPU pods bind
+        # nothing) a short search only as required and one giving those pods nodes last (fluid), then only as
+        # required: old domains first for half the steps, then in the plain order; where old domains order no
+        # choice, units fewest free GPUs first for half the steps, then most free first
         steered = False
-        for preferred, steps, old in ((True, EXACT_PREFERRED_STEPS, before), (False, EXACT_STEPS // 2, before),
-                                      (False, EXACT_STEPS, None)):
-            budget = min(steps, EXACT_RUN_STEPS - self.exact_spent)
+        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None]] = [
+            (True, False, EXACT_PREFERRED_STEPS, before)]
+        if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
+            # the fluid search proves nothing: a short search only as required first, which ends most searches
+            tries += [(False, False, EXACT_QUICK_STEPS, before), (False, True, EXACT_FLUID_STEPS, before)]
+        tries += [(False, False, EXACT_STEPS // 2, before), (False, False, EXACT_STEPS, None)]
+        for i, (preferred, fluid, steps, old) in enumerate(tries):
+            extra = 0 < i < len(tries) - 2
+            budget = min(steps, EXACT_RUN_STEPS - self.exact_spent,
+                         EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                 continue
             search = ExactRepack(tree, region, gs, budget, preferred, old,
-                                 most_free_first=old is None and not steered)
+                                 most_free_first=old is None and not steered, fluid=fluid)
             if old is None and not preferred and not search.whole_of:
                 # the last try: gangs bound to nothing in more parts than a plain search takes, when alike
                 # parts make few ways to split them
                 wide = ExactRepack(tree, region, gs, budget, wide=True)
                 if wide.whole_of:
                     search = wide
-            if not preferred and old is not None:
+            if not preferred and not fluid and old is not None:
                 steered = search.steers
             found = search.solve()
-            self.exact_spent += search.steps
-            proven = not preferred and search.steps <= search.budget
+            proven = not preferred and not fluid and search.steps <= search.budget
+            if extra and found is None and not proven:
+                self.fluid_spent += search.steps
+            else:
+                self.exact_spent += search.steps
             if found is not None or proven:
                 break  # admitted, or proven impossible
         if found is None:
