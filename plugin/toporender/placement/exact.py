@@ -505,7 +505,8 @@ class ExactRepack:
         fluid_keys = self._fluid_keys(leaves) if self.fluid else []
         fluid: list[list[LeafKey]] = []
         if fluid_keys:
-            leaves = [k for k in leaves if k not in set(fluid_keys)]
+            aside = set(fluid_keys)
+            leaves = [k for k in leaves if k not in aside]
             slack += sum(need[k] for k in fluid_keys)
             alike: dict[tuple[int, int, frozenset[int]], list[LeafKey]] = {}
             for k in fluid_keys:
