@@ -379,6 +379,25 @@ def test_pods_kept_off_tainted_nodes_must_fit_the_others() -> None:
     assert search.steps <= 3 * NODE_DEAD_ENDS
 
 
+def test_groups_kept_off_tainted_nodes_must_fit_the_untainted_gpus_left() -> None:
+    """Two racks of an untainted and a tainted 8-GPU node. Gang a (one 8-GPU pod, tolerating the taint) and gang
+    b (three 8-GPU pods, each in a rack of its own choosing) ask all 32 GPUs, and each group alone fits some
+    rack's untainted GPUs; but b's 24 GPUs must fit the 16 untainted ones. Proven once both gangs are given the
+    zone (two steps), before a rack is filled (twelve steps when only each group was counted)."""
+    from toporender.placement.inventory import Taint
+
+    taint = Taint("team", "a", "NoSchedule")
+    nodes = [Node(f"r{r}-n{i}", {"zone": "z", "rack": f"r{r}", "clique": f"r{r}-c{i}"}, 8, 0, False,
+                  (taint,) if i else ()) for r in range(2) for i in range(2)]
+    tree = Tree(Inventory.of(nodes), ("zone", "rack", "clique"), {})
+    a_pods = (PodDemand("s0-0", 8, (("team", "a", "NoSchedule"),)),)
+    a = GangDemand("a", "a", LevelConstraint("zone"), (SubgroupDemand("s0", None, LevelConstraint("rack"), a_pods),),
+                   a_pods, (("s0-0", "s0"),))
+    search = ExactRepack(tree, ROOT, Packer(tree, [a, _gang("b", [("rack", [8])] * 3)]).gangs, 100_000)
+    assert search.solve() is None
+    assert search.steps <= 2
+
+
 def _fluid_case(tolerant_b: bool = False) -> tuple[Tree, list[CompiledGang]]:
     """Two zones of one rack of two 8-GPU nodes, the last node tainted; 32 GPUs asked. Gang a (zone) has one
     rack-bound 8-GPU pod and seven one-GPU pods without a level; gang b, bound to nothing, nine one-GPU pods;

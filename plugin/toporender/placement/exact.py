@@ -11,11 +11,12 @@ node) at a time instead of placing one group at a time:
   unit's domains of that level (best fit first);
 * the GPUs a unit leaves free are lost to the groups still to place, so each unit may leave at most the slack
   (free GPUs minus GPUs asked) not yet lost, and the groups left must fit, size by size, the whole pods the
-  units after it can take; so must the groups left of every coarser group (a gang bound to a rack): within
-  the domain an earlier choice fixed it to, else within some domain of its level, counting only untainted
-  GPUs for groups that may use no tainted node; while a unit is filled, its groups' pods must fit, size by
-  size, the whole pods its nodes can take, and once a group is put in a domain of the unit, the groups left
-  under each coarser group that this fixes there (the other pods of a rack-bound subgroup) must fit that domain;
+  units after it can take (those that may use no tainted node, on their untainted nodes); so must the groups
+  left of every coarser group (a gang bound to a rack): within the domain an earlier choice fixed it to, else
+  within some domain of its level, counting only untainted GPUs for groups that may use no tainted node;
+  while a unit is filled, its groups' pods must fit, size by size, the whole pods its nodes can take, and
+  once a group is put in a domain of the unit, the groups left under each coarser group that this fixes there
+  (the other pods of a rack-bound subgroup) must fit that domain;
 * the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
   first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
   nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there); in every
@@ -754,13 +755,19 @@ class ExactRepack:
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
-        the whole multiples of s that the units' nodes offer; the same for the groups of every coarser group."""
+        the whole multiples of s that the units' nodes offer (and those of the groups that may use no tainted
+        node, the multiples its untainted nodes offer); the same for the groups of every coarser group."""
         most = max(self._free(u) for u in units)
         if any(self.need[k] > most for k in left):
             return False
         for i, s in enumerate(self.sizes):
             if sum(self.ge[k][i] for k in left) > sum(self._caps(u)[s] for u in units):
                 return False
+        if self.usable:
+            kept_off = [k for k in left if self._strict(k)]
+            for i, s in enumerate(self.sizes):
+                if sum(self.ge[k][i] for k in kept_off) > sum(self._caps(u, clean=True)[s] for u in units):
+                    return False
         # the same for every group bound to a domain coarser than a leaf's: the leaves left of one that an earlier
         # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
         # units still to fill, and those of one not fixed yet must fit some domain of its level; groups that may
