@@ -756,7 +756,7 @@ class ExactRepack:
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
         the whole multiples of s that the units' nodes offer (and those of the groups that may use no tainted
-        node, the multiples its untainted nodes offer); the same for the groups of every coarser group."""
+        node, the multiples their untainted nodes offer); the same for the groups of every coarser group."""
         most = max(self._free(u) for u in units)
         if any(self.need[k] > most for k in left):
             return False
