@@ -760,14 +760,12 @@ class ExactRepack:
         most = max(self._free(u) for u in units)
         if any(self.need[k] > most for k in left):
             return False
-        for i, s in enumerate(self.sizes):
-            if sum(self.ge[k][i] for k in left) > sum(self._caps(u)[s] for u in units):
+        # the load and capacity vectors a unit's filling is checked with: all usable nodes, then (where some
+        # group may use tainted nodes and others not) the untainted ones
+        caps = [self._unit_caps(u) for u in units]
+        for i in range(len(self.sizes) * (2 if self.usable else 1)):
+            if sum(self.size_load[k][i] for k in left) > sum(c[i] for c in caps):
                 return False
-        if self.usable:
-            kept_off = [k for k in left if self._strict(k)]
-            for i, s in enumerate(self.sizes):
-                if sum(self.ge[k][i] for k in kept_off) > sum(self._caps(u, clean=True)[s] for u in units):
-                    return False
         # the same for every group bound to a domain coarser than a leaf's: the leaves left of one that an earlier
         # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
         # units still to fill, and those of one not fixed yet must fit some domain of its level; groups that may
