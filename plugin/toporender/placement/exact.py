@@ -43,9 +43,13 @@ has each of its pods searched as a group of its own, bound to the units' level: 
 every level, so this rules out no arrangement, and such a group does not make the whole region one unit.
 
 When the gangs' common required level is finer than the region, whole gangs are first given domains of that
-level (their old domain first) and each domain is searched on its own. Steps (choices tried) are counted,
-never seconds, so the outcome is the same on every machine; a search that runs out of steps reports no
-arrangement, and one that ends within its steps without an arrangement has proven that there is none.
+level (their old domain first) and each domain is searched on its own, each time a gang is given one: the gangs
+a domain holds only grow as more are given domains, so a set that does not pack there rules out every
+assignment that extends it. Checked only once every gang had a domain, such a set (two large gangs in a zone
+that cannot hold both) was searched again under each assignment of the smaller gangs after it. Steps (choices
+tried) are counted, never seconds, so the outcome is the same on every machine; a search that runs out of steps
+reports no arrangement, and one that ends within its steps without an arrangement has proven that there is
+none.
 """
 
 from __future__ import annotations
@@ -105,8 +109,8 @@ class ExactRepack:
         self.tree = tree
         self.wide = wide
         """Whether more parts are allowed (counted by the ways to split them, ``EXACT_MAX_SPLITS``, not by
-        ``EXACT_MAX_PARTS``), alike ones are given domains in one order, and the domain whose search failed most
-        often is searched first: a search of its own, for a pool the plain one could not decide."""
+        ``EXACT_MAX_PARTS``) and alike ones are given domains in one order: a search of its own, for a pool the
+        plain one could not decide."""
         self.fluid = fluid
         """Whether one-GPU pods that bind nothing are left out of the units and given nodes after them, by a
         maximum flow over what the units leave free (:meth:`_fluid_keys`): a try that may miss an arrangement,
@@ -336,7 +340,7 @@ class ExactRepack:
     # ---- whole gangs to domains of the gangs' common required level first --------------------------------------
     def _split(self, gangs: list[CompiledGang], split: int) -> list[UnitKey] | None:
         """Give every gang a domain of level ``split`` (their required level or finer), bounded by whole-pod
-        capacity; then each domain's gangs are packed on their own (domains share no node)."""
+        capacity, where the domain's gangs so far still pack on their own (domains share no node)."""
         tree = self.tree
         rank = tree.rank
         doms = sorted((tree.dom_of(k) for k in tree.index.get((self.region, split), [])), key=lambda d: rank[d])
@@ -359,28 +363,20 @@ class ExactRepack:
         def doomed(d: int, idxs: frozenset[int]) -> bool:
             return any(f <= idxs for f in failed[d])
 
-        def pack_all() -> bool:
-            chosen.clear()
-            # the domain that failed most often first: its search is likely to fail again, and to fail before the
-            # others' searches are spent
-            for d in sorted(doms, key=lambda d: (-len(failed[d]), rank[d])) if self.wide else doms:
-                if not members[d]:
-                    continue
-                idxs = frozenset(x.idx for x in members[d])
-                key = (d, idxs)
-                if key not in solved:
-                    solved[key] = self._leaves_in(d, members[d])
-                    if solved[key] is None:
-                        failed[d].append(idxs)
-                got = solved[key]
-                if got is None:
-                    return False
-                chosen.extend(got)
-            return True
+        def packs(d: int, idxs: frozenset[int]) -> bool:
+            key = (d, idxs)
+            if key not in solved:
+                solved[key] = self._leaves_in(d, members[d])
+                if solved[key] is None:
+                    failed[d].append(idxs)
+            return solved[key] is not None
 
         def assign(i: int) -> bool:
             if i == len(order):
-                return pack_all()
+                for d in doms:
+                    if members[d]:
+                        chosen.extend(solved[(d, frozenset(x.idx for x in members[d]))] or ())
+                return True
             x = order[i]
             seen: set[tuple[object, ...]] = set()
             cands = [d for d in doms if self._room(d, [*members[d], x])]
@@ -398,7 +394,8 @@ class ExactRepack:
                 self._step()
                 members[d].append(x)
                 where[i] = d
-                if not doomed(d, frozenset(m.idx for m in members[d])) and assign(i + 1):
+                idxs = frozenset(m.idx for m in members[d])
+                if not doomed(d, idxs) and packs(d, idxs) and assign(i + 1):
                     return True
                 members[d].pop()
             return False
