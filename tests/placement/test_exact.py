@@ -35,6 +35,10 @@ CASES = [
                                "once every gang had one, so with g00016 and g00017 in one zone it searched that "
                                "zone again under each assignment of the smaller gangs and ran out of steps; "
                                "checking a zone each time it is given a gang admits g00017 in 2,000 (was 272)"),
+    ("fragmented", 10297, 319, "g00010 (seven 2-GPU pods in one clique) fits once three zone-bound gangs and a "
+                               "block-bound one move between the blocks of its zone; its three exact searches "
+                               "were the three roomiest blocks, each proven full, and neither the zone nor the "
+                               "pool was searched; the pool, searched after them, admits it (was 305)"),
     ("varied", 1292, 336, "a zone search over one-GPU pods of zone-bound gangs ran out of steps; not trying fewer "
                           "of them where more failed, it proves in 59,000 that the zone has no room, and the "
                           "pool's search in the second order, with the steps left, admits g00009 (was 320)"),

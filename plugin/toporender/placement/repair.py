@@ -48,7 +48,10 @@ EXACT_FLUID_STEPS = 50_000
 :class:`~toporender.placement.exact.ExactRepack`), tried before the two plain orders: in a tight pool with many
 such pods the plain search spends its steps choosing which of them fill each unit."""
 EXACT_REGIONS = 3
-"""Small regions searched exactly per gang that the bounded repair could not admit."""
+"""Regions smaller than the pool searched exactly per gang that the bounded repair could not admit (finest
+first); the pool itself, when small, is searched after them all the same. It holds every gang, so it stands in
+for the coarser regions the limit left out: three blocks searched, say, where the arrangement moves zone-bound
+gangs between the blocks of a zone."""
 POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
@@ -259,7 +262,7 @@ class Repairer(Fitter):
 
     def _exact_regions(self, gang: CompiledGang, regions: list[int]) -> Iterator[tuple[int, list[int]]]:
         """The small regions to re-pack exactly for ``gang``, with their movable gangs: at most
-        :data:`EXACT_REGIONS` of them, while the run's exact steps last.
+        :data:`EXACT_REGIONS` of them smaller than the pool, then the pool, while the run's exact steps last.
 
         Runs only after the bounded search failed, so it changes no plan the bounded search already admits."""
         tree = self.tree
@@ -267,8 +270,8 @@ class Repairer(Fitter):
         # a wider region holding the same gangs is a new search only if it has more free GPUs
         seen: set[tuple[tuple[int, ...], int]] = set()
         for region in regions:
-            if searched >= EXACT_REGIONS:
-                return
+            if searched >= EXACT_REGIONS and region != ROOT:
+                continue
             # cheap size test first: the bounded search's budgets (and so large pools' plans) stay untouched
             if sum(tree.dom_hist[region]) > EXACT_MAX_NODES:
                 continue
