@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from toporender.expand.levels import LevelConstraint
+from toporender.placement import repair
 from toporender.placement.compiled import CompiledGang
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.exact import ExactRepack
@@ -68,6 +69,31 @@ def test_exact_search_admits_what_the_repair_cannot(family: str, seed: int, gpus
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus, why
+
+
+LATE = [
+    # (seed, late steps of the run, GPUs placed): the mixed family, each 247 / 299 its optimum
+    (3097, 100_000, 247),
+    (3097, 0, 239),
+    (3067, 100_000, 299),
+    (3067, 0, 292),
+]
+
+
+@pytest.mark.parametrize(("seed", "late", "gpus"), LATE, ids=[f"{s}-{n}" for s, n, _ in LATE])
+def test_later_gangs_are_searched_once_the_run_spent_its_exact_steps(monkeypatch: pytest.MonkeyPatch, seed: int,
+                                                                    late: int, gpus: int) -> None:
+    """A gang that no arrangement admits can spend the run's exact steps; later gangs' regions are still
+    searched, each with ``EXACT_LATE_STEPS`` of the run's late steps. Here the run's own are spent before the
+    first gang: the late ones alone reach the optimum, and without them these instances place less."""
+    from instances import FAMILIES, FAMILY_LEVELS, check_plan
+
+    monkeypatch.setattr(repair, "EXACT_RUN_STEPS", 0)
+    monkeypatch.setattr(repair, "EXACT_LATE_RUN_STEPS", late)
+    inst = FAMILIES["mixed"][0](seed)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
+    assert plan.placed_gpus == gpus
 
 
 # (seed, gangs in arrival order): the gangs the arrival-order optimum accepted before the last one, and the

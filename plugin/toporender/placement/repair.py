@@ -56,6 +56,11 @@ POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
 """Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail."""
+EXACT_LATE_STEPS = 20_000
+"""Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` are spent: a gang that no
+arrangement admits can spend them all, and a later, smaller gang's region often needs only a few thousand."""
+EXACT_LATE_RUN_STEPS = 100_000
+"""Steps of all those late searches of one run together."""
 EJECT_CANDIDATES = 16
 """Earlier gangs of a region an ejection may choose from (the smallest first)."""
 EJECT_MAX_LIFTED = 3
@@ -282,7 +287,7 @@ class Repairer(Fitter):
             seen.add((tuple(movable), free))
             if not ExactRepack.applies(tree, region, [*(self.gangs[m] for m in movable), gang]):
                 continue
-            if self.exact_spent >= EXACT_RUN_STEPS:
+            if self.exact_spent >= EXACT_RUN_STEPS and self.late_spent >= EXACT_LATE_RUN_STEPS:
                 return
             searched += 1
             yield region, movable
@@ -309,10 +314,13 @@ class Repairer(Fitter):
             # the fluid search proves nothing: a short search only as required first, which ends most searches
             tries += [(False, False, EXACT_QUICK_STEPS, before), (False, True, EXACT_FLUID_STEPS, before)]
         tries += [(False, False, EXACT_STEPS // 2, before), (False, False, EXACT_STEPS, None)]
+        late_left = EXACT_LATE_STEPS
         for i, (preferred, fluid, steps, old) in enumerate(tries):
             extra = 0 < i < len(tries) - 2
-            budget = min(steps, EXACT_RUN_STEPS - self.exact_spent,
-                         EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps)
+            late = self.exact_spent >= EXACT_RUN_STEPS
+            budget = min(steps, EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps,
+                         min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
+                         else EXACT_RUN_STEPS - self.exact_spent)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                 continue
             search = ExactRepack(tree, region, gs, budget, preferred, old,
@@ -327,7 +335,10 @@ class Repairer(Fitter):
                 steered = search.steers
             found = search.solve()
             proven = not preferred and not fluid and search.steps <= search.budget
-            if extra and found is None and not proven:
+            if late:
+                self.late_spent += search.steps
+                late_left -= search.steps
+            elif extra and found is None and not proven:
                 self.fluid_spent += search.steps
             else:
                 self.exact_spent += search.steps
