@@ -55,7 +55,8 @@ gangs between the blocks of a zone."""
 POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
 EXACT_RUN_STEPS = 400_000
-"""Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail."""
+"""Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail (with
+``EXACT_LATE_RUN_STEPS`` more once they are spent)."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` are spent: a gang that no
 arrangement admits can spend them all, and a later, smaller gang's region often needs only a few thousand."""
@@ -267,7 +268,8 @@ class Repairer(Fitter):
 
     def _exact_regions(self, gang: CompiledGang, regions: list[int]) -> Iterator[tuple[int, list[int]]]:
         """The small regions to re-pack exactly for ``gang``, with their movable gangs: at most
-        :data:`EXACT_REGIONS` of them smaller than the pool, then the pool, while the run's exact steps last.
+        :data:`EXACT_REGIONS` of them smaller than the pool, then the pool, while the run's exact steps (or, once
+        they are spent, its late ones) last.
 
         Runs only after the bounded search failed, so it changes no plan the bounded search already admits."""
         tree = self.tree
