@@ -320,9 +320,9 @@ class Repairer(Fitter):
         for i, (preferred, fluid, steps, old) in enumerate(tries):
             extra = 0 < i < len(tries) - 2
             late = self.exact_spent >= EXACT_RUN_STEPS
-            budget = min(steps, EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps,
-                         min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
-                         else EXACT_RUN_STEPS - self.exact_spent)
+            left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
+                    else EXACT_RUN_STEPS - self.exact_spent)
+            budget = min(steps, left, EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                 continue
             search = ExactRepack(tree, region, gs, budget, preferred, old,
