@@ -557,3 +557,27 @@ def test_a_free_gang_bound_between_the_levels_stays_whole() -> None:
     search = ExactRepack(tree, ROOT, gangs, 10_000)
     assert search.whole_of == {}
     assert search.solve() is not None
+
+
+def test_a_lift_chooses_the_gangs_that_free_room_for_the_new_one_first() -> None:
+    """Seventeen 4-GPU gangs fill nodes half used already, and an 8-GPU gang of two 4-GPU pods (the largest, so
+    the last by size) holds half of each of two empty nodes. An 8-GPU pod fits only where that gang is lifted
+    and placed again on one node: lifting the small ones frees no whole node. The lift's candidates are ranked
+    by the room their lifting makes for the new gang's pods first, so the large gang is among them."""
+    nodes = [Node(f"n{i:02}", {"zone": "z", "rack": "r", "clique": "c"}, 8, 4 if i < 17 else 0, False)
+             for i in range(19)]
+    tree = Tree(Inventory.of(nodes), ("zone", "rack", "clique"), {})
+    gangs = [*(_gang(f"s{i:02}", [("rack", [4])]) for i in range(17)), _gang("large", [("rack", [4, 4])]),
+             _gang("new", [("rack", [8])])]
+    run = repair.Repairer(tree, gangs)
+    for idx, pairs in enumerate([*([(0, i)] for i in range(17)), [(0, 17), (1, 18)]]):
+        run._take_pairs(idx, pairs)
+        run.lca[idx] = run._lca(idx)
+        run.placed.add(idx)
+    new = run.gangs[18]
+    assert run._eject_candidates(new, list(range(18)))[0] == 17
+    assert len(run._eject_candidates(new, list(range(18)))) == repair.EJECT_CANDIDATES < 18
+    assert run._eject(new, [ROOT])
+    assert len({*run.assign[17].values()}) == 1
+    assert {*run.assign[17].values(), *run.assign[18].values()} == {17, 18}
+    assert all(run.assign[i] == {0: i} for i in range(17))

@@ -63,7 +63,7 @@ arrangement admits can spend them all, and a later, smaller gang's region often 
 EXACT_LATE_RUN_STEPS = 100_000
 """Steps of all those late searches of one run together."""
 EJECT_CANDIDATES = 16
-"""Earlier gangs of a region an ejection may choose from (the smallest first)."""
+"""Earlier gangs of a region an ejection may choose from (see ``Repairer._eject_candidates``)."""
 EJECT_MAX_LIFTED = 3
 """Earlier gangs one ejection lifts at most (each set in every order: the lifted gangs are placed in turn)."""
 EJECT_RUN_STEPS = 200_000
@@ -197,7 +197,7 @@ class Repairer(Fitter):
             if not movable or tuple(movable) in seen:
                 continue
             seen.add(tuple(movable))
-            order = sorted(movable, key=lambda m: (self.gangs[m].need, m))[:EJECT_CANDIDATES]
+            order = self._eject_candidates(gang, movable)
             # greedy tries of every ordered set first; exact searches of the sets only if none admitted the gang
             for exact, sets in ((False, itertools.permutations), (True, itertools.combinations)):
                 if exact and best is not None:
@@ -222,6 +222,25 @@ class Repairer(Fitter):
         self.moved.update(m for m in chosen if self.assign.get(m, {}) != before[m])
         self.exact_notes.pop(gang.idx, None)
         return True
+
+    def _eject_candidates(self, gang: CompiledGang, movable: list[int]) -> list[int]:
+        """The earlier gangs an ejection chooses from: those whose lifting frees room for the most of ``gang``'s
+        largest pods on their nodes (up to as many as it has) first, then the smallest. Ranked by size alone, a
+        gang of whole-node pods in a pool of partly used nodes found only small gangs to lift, whose GPUs free no
+        whole node, while a larger gang that holds parts of two otherwise empty nodes was left out."""
+        node_free = self.tree.node_free
+        size = max(gang.pod_gpus, default=1) or 1
+        wanted = gang.pod_gpus.count(size)
+
+        def unlocked(m: int) -> int:
+            freed: dict[int, int] = {}
+            gpus = self.gangs[m].pod_gpus
+            for pod, node in self.assign.get(m, {}).items():
+                freed[node] = freed.get(node, 0) + gpus[pod]
+            return min(wanted, sum((node_free[n] + f) // size - node_free[n] // size
+                                   for n, f in freed.items() if n not in gang.excluded))
+
+        return sorted(movable, key=lambda m: (-unlocked(m), self.gangs[m].need, m))[:EJECT_CANDIDATES]
 
     def _before_lift(self, gang: CompiledGang, then: tuple[int, list[int]] | None) -> None:
         """Called once a lift will admit ``gang``, before anything moves: the plan is still the one a run
