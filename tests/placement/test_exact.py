@@ -575,8 +575,9 @@ def test_a_lift_chooses_the_gangs_that_free_room_for_the_new_one_first() -> None
         run.lca[idx] = run._lca(idx)
         run.placed.add(idx)
     new = run.gangs[18]
-    assert run._eject_candidates(new, list(range(18)))[0] == 17
-    assert len(run._eject_candidates(new, list(range(18)))) == repair.EJECT_CANDIDATES < 18
+    candidates = run._eject_candidates(new, list(range(18)))
+    assert candidates[0] == 17
+    assert len(candidates) == repair.EJECT_CANDIDATES < 18
     assert run._eject(new, [ROOT])
     assert len({*run.assign[17].values()}) == 1
     assert {*run.assign[17].values(), *run.assign[18].values()} == {17, 18}

@@ -229,8 +229,7 @@ class Repairer(Fitter):
         gang of whole-node pods in a pool of partly used nodes found only small gangs to lift, whose GPUs free no
         whole node, while a larger gang that holds parts of two otherwise empty nodes was left out."""
         node_free = self.tree.node_free
-        size = max(gang.pod_gpus, default=1) or 1
-        wanted = gang.pod_gpus.count(size)
+        size, wanted = gang.groups[0].sizes[0]  # the gang's largest pods and how many (it needs GPUs: size > 0)
 
         def unlocked(m: int) -> int:
             freed: dict[int, int] = {}
