@@ -58,6 +58,9 @@ CASES = [
                           "the fluid search (those pods given nodes last, by a flow) admits it in 26,000 (was 277)"),
     ("varied", 136, 333, "twelve one-GPU pods bound to nothing finer than a zone: fluid searches of the zone admit "
                          "g00005 and g00007, in 314 and 20,226 steps (was 317)"),
+    ("varied", 3723, 160, "the zone's search for g00010 (twelve one-GPU pods, four in a clique and eight in a rack) "
+                          "ran out of steps in both orders; the first needed 357,000, a restart in another order "
+                          "admits it (was 150)"),
 ]
 
 
@@ -94,6 +97,21 @@ def test_later_gangs_are_searched_once_the_run_spent_its_exact_steps(monkeypatch
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus
+
+
+def test_restarts_admit_what_two_long_searches_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without restarts, the zone's search for g00010 of varied 3723 runs out of steps in both orders (the row of
+    ``CASES`` places 160 with them)."""
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    monkeypatch.setattr(repair, "EXACT_MAX_RESTARTS", 0)
+    inst = FAMILIES["varied"][0](3723)
+    assert pack(inst.inventory, FAMILY_LEVELS, inst.gangs).placed_gpus == 150
+
+
+def test_luby_sequence() -> None:
+    assert list(repair._luby())[:15] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+    assert len(list(repair._luby())) == repair.EXACT_MAX_RESTARTS
 
 
 # (seed, gangs in arrival order): the gangs the arrival-order optimum accepted before the last one, and the
@@ -182,6 +200,44 @@ def test_agrees_with_the_exact_solver(family: str, seed: int, picked: tuple[int,
             if g.req >= 0 and below:
                 assert len({tree.node_path[n][-g.req - 2] for n in below}) == 1, (x.idx, g.name)
     assert all(used[n] <= tree.node_free[n] for n in used)
+
+
+# Neighbourhoods that the plain order decides within its steps and three mixed orders do not (the restarts come
+# after the plain orders for this reason)
+PLAIN_ORDER_ONLY = {("varied", 2606)}
+
+
+@pytest.mark.parametrize(("family", "seed", "picked"), ALL_NEIGHBOURHOODS,
+                         ids=[f"{f}-{s}-{p[-1]}" for f, s, p in ALL_NEIGHBOURHOODS])
+def test_restarts_and_shared_proofs_keep_the_verdict(family: str, seed: int, picked: tuple[int, ...]) -> None:
+    """Searches in orders mixed from a seed, each given what the searches before it proved (domains with sets of
+    gangs that do not pack there), reach the plain search's verdict when they end within their steps, and their
+    arrangements fit the nodes."""
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    inst = FAMILIES[family][0](seed)
+    tree = Tree(inst.inventory, FAMILY_LEVELS, {})
+    compiled = Packer(tree, inst.gangs).gangs
+    gangs = [compiled[i] for i in picked]
+    plain = ExactRepack(tree, ROOT, gangs, 300_000)
+    verdict = plain.solve() is not None
+    refuted: set[tuple[int, frozenset[int]]] = set()
+    decided = 0
+    for shuffle in (1, 2, 3):
+        search = ExactRepack(tree, ROOT, gangs, 300_000, refuted=refuted, shuffle=shuffle)
+        found = search.solve()
+        if search.steps > search.budget:
+            continue  # out of steps: no verdict (an order can be a poor one; restarts try several)
+        decided += 1
+        assert (found is not None) == verdict, shuffle
+        used: dict[int, int] = {}
+        for x in gangs if found is not None else ():
+            assert sorted(found[x.idx]) == list(range(len(x.pod_gpus)))
+            for p, n in found[x.idx].items():
+                used[n] = used.get(n, 0) + x.pod_gpus[p]
+        assert all(used[n] <= tree.node_free[n] for n in used)
+    assert decided or (family, seed) in PLAIN_ORDER_ONLY, "no order ended within its steps"
+
 
 
 def _subtree(x: CompiledGang, gi: int) -> list[int]:

@@ -96,6 +96,15 @@ def _shape_of(x: CompiledGang, reqs: Sequence[int]) -> tuple[object, ...]:
                  for g, r in zip(x.groups, reqs, strict=True))
 
 
+def _mixed(seed: int, x: int) -> int:
+    """A 64-bit mix of ``seed`` and ``x`` (SplitMix64's finaliser): an order that looks random, the same on
+    every machine and in every process."""
+    h = (seed * 0x9E3779B97F4A7C15 + x * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return h ^ (h >> 31)
+
+
 class OutOfSteps(Exception):
     """The step budget ran out."""
 
@@ -105,8 +114,16 @@ class ExactRepack:
 
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
                  preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None,
-                 most_free_first: bool = False, wide: bool = False, fluid: bool = False):
+                 most_free_first: bool = False, wide: bool = False, fluid: bool = False,
+                 refuted: set[tuple[int, frozenset[int]]] | None = None, shuffle: int = 0):
         self.tree = tree
+        self.shuffle = shuffle
+        """A restart's seed, or 0: units, and the domains whole gangs are given first, in an order mixed from it
+        (:func:`_mixed`) instead of by free GPUs."""
+        self.refuted = set() if refuted is None else refuted
+        """Domains with sets of gangs (by index) that do not pack there, as the domain's own search proved: shared
+        by searches over the same gangs and the same tree that differ only in their order, which would prove
+        them again."""
         self.wide = wide
         """Whether more parts are allowed (counted by the ways to split them, ``EXACT_MAX_SPLITS``, not by
         ``EXACT_MAX_PARTS``) and alike ones are given domains in one order: a search of its own, for a pool the
@@ -360,6 +377,11 @@ class ExactRepack:
         solved: dict[tuple[int, frozenset[int]], list[UnitKey] | None] = {}
         chosen: list[UnitKey] = []
 
+        refuted = self.refuted
+        for d, idxs in sorted(refuted, key=lambda r: (r[0], sorted(r[1]))):
+            if d in failed:
+                failed[d].append(idxs)
+
         def doomed(d: int, idxs: frozenset[int]) -> bool:
             return any(f <= idxs for f in failed[d])
 
@@ -369,6 +391,7 @@ class ExactRepack:
                 solved[key] = self._leaves_in(d, members[d])
                 if solved[key] is None:
                     failed[d].append(idxs)
+                    refuted.add(key)
             return solved[key] is not None
 
         def assign(i: int) -> bool:
@@ -381,7 +404,10 @@ class ExactRepack:
             seen: set[tuple[object, ...]] = set()
             cands = [d for d in doms if self._room(d, [*members[d], x])]
             was = self._was(x.idx, split)
-            cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
+            if self.shuffle:
+                cands.sort(key=lambda d: _mixed(self.shuffle, rank[d]))
+            else:
+                cands.sort(key=lambda d: (d != was, self._slack(d, members[d]) - x.need, rank[d]))
             floor = rank[where[alike[i]]] if alike[i] >= 0 else -1
             for d in cands:
                 if rank[d] < floor:
@@ -496,6 +522,8 @@ class ExactRepack:
             units = [self.region]
         units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]),
                        reverse=self.most_free_first)
+        if self.shuffle:
+            units.sort(key=lambda u: _mixed(self.shuffle, rank[u]))
         need = self.need
         slack = sum(self._free(u) for u in units) - sum(need[k] for k in leaves)
         if slack < 0:

@@ -5,7 +5,9 @@ pool) are lifted, assigned whole to domains of their required level (a search of
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains.
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
-before the whole pool is re-packed exactly (the costliest search).
+before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
+first two orders is restarted in others, many short searches where a long one spent its steps under one early
+choice.
 Earlier gangs move only when this admits the new gang, and never when it fits as they are. Step budgets bound the
 work.
 """
@@ -31,10 +33,20 @@ REPAIR_REGIONS = 3
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
 run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
-Half go to a first search and, if it runs out, the rest to one in another order (a depth-first search can spend
-any budget under one wrong early choice, and two orders fail on different regions): where gangs are given whole
-domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first, then
-most free first."""
+Half go to a first search and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, then restarts in
+orders of their own (a depth-first search can spend any budget under one wrong early choice, and orders fail on
+different regions): where gangs are given whole domains first, each gang's old domain first, then the plain order;
+elsewhere units fewest free GPUs first, then most free first."""
+EXACT_SECOND_STEPS = 50_000
+"""Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the run's steps."""
+EXACT_RESTART_STEPS = 10_000
+"""Steps of the shortest restart: the n-th restart's search takes this times the n-th term of Luby's sequence
+(1, 1, 2, 1, 1, 2, 4, ...), each in an order of its own (``shuffle`` in :class:`ExactRepack`). A depth-first
+search's steps to an arrangement vary by orders of magnitude with its first choices, so many short searches
+in different orders find what one long one misses; and any of them that ends within its steps proves as much as
+the long one."""
+EXACT_MAX_RESTARTS = 64
+"""Restarts of one region's search at most."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_QUICK_STEPS = 5_000
@@ -72,6 +84,21 @@ EJECT_EXACT_STEPS = 2_000
 """Steps of one exact search of a set of lifted gangs together with the new one."""
 EJECT_EXACT_RUN_STEPS = 200_000
 """Steps of all those exact searches of one run together."""
+
+
+def _luby() -> Iterator[int]:
+    """Luby's sequence, the restart lengths that lose at most a log factor to the best fixed length (Luby,
+    Sinclair and Zuckerman, 1993), for ``EXACT_MAX_RESTARTS`` restarts."""
+    for i in range(1, EXACT_MAX_RESTARTS + 1):
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+        while (1 << k) - 1 != i:
+            i -= (1 << (k - 1)) - 1
+            k = 1
+            while (1 << k) - 1 < i:
+                k += 1
+        yield 1 << (k - 1)
 
 
 def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
@@ -326,29 +353,36 @@ class Repairer(Fitter):
         # each gang inside one domain of its preferred level first (fewest domains), then (where one-GPU pods bind
         # nothing) a short search only as required and one giving those pods nodes last (fluid), then only as
         # required: old domains first for half the steps, then in the plain order; where old domains order no
-        # choice, units fewest free GPUs first for half the steps, then most free first
+        # choice, units fewest free GPUs first for half the steps, then most free first; then restarts
         steered = False
-        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None]] = [
-            (True, False, EXACT_PREFERRED_STEPS, before)]
+        # (preferred, fluid, steps, old domains, restart seed, extra)
+        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool]] = [
+            (True, False, EXACT_PREFERRED_STEPS, before, 0, False)]
         if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
             # the fluid search proves nothing: a short search only as required first, which ends most searches
-            tries += [(False, False, EXACT_QUICK_STEPS, before), (False, True, EXACT_FLUID_STEPS, before)]
-        tries += [(False, False, EXACT_STEPS // 2, before), (False, False, EXACT_STEPS, None)]
+            tries += [(False, False, EXACT_QUICK_STEPS, before, 0, True),
+                      (False, True, EXACT_FLUID_STEPS, before, 0, True)]
+        tries += [(False, False, EXACT_STEPS // 2, before, 0, False),
+                  (False, False, EXACT_SECOND_STEPS, None, 0, False)]
+        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, False) for seed, n in enumerate(_luby(), 1)]
         late_left = EXACT_LATE_STEPS
-        for i, (preferred, fluid, steps, old) in enumerate(tries):
-            extra = 0 < i < len(tries) - 2
+        refuted: set[tuple[int, frozenset[int]]] = set()
+        for preferred, fluid, steps, old, seed, extra in tries:
             late = self.exact_spent >= EXACT_RUN_STEPS
             left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                     else EXACT_RUN_STEPS - self.exact_spent)
             budget = min(steps, left, EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
+                if seed:
+                    break
                 continue
             search = ExactRepack(tree, region, gs, budget, preferred, old,
-                                 most_free_first=old is None and not steered, fluid=fluid)
+                                 most_free_first=old is None and not steered, fluid=fluid,
+                                 refuted=None if preferred or fluid else refuted, shuffle=seed)
             if old is None and not preferred and not search.whole_of:
-                # the last try: gangs bound to nothing in more parts than a plain search takes, when alike
-                # parts make few ways to split them
-                wide = ExactRepack(tree, region, gs, budget, wide=True)
+                # the plain order and the restarts: gangs bound to nothing in more parts than a plain search takes,
+                # when alike parts make few ways to split them
+                wide = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
                 if wide.whole_of:
                     search = wide
             if not preferred and not fluid and old is not None:
