@@ -355,7 +355,7 @@ class Repairer(Fitter):
         # required: old domains first for half the steps, then in the plain order; where old domains order no
         # choice, units fewest free GPUs first for half the steps, then most free first; then restarts
         steered = False
-        # (preferred, fluid, steps, old domains, restart seed, extra)
+        # (preferred, fluid, steps, old domains, restart seed, extra: charged to the fluid budget if undecided)
         tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool]] = [
             (True, False, EXACT_PREFERRED_STEPS, before, 0, False)]
         if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
