@@ -221,6 +221,7 @@ def test_restarts_and_shared_proofs_keep_the_verdict(family: str, seed: int, pic
     gangs = [compiled[i] for i in picked]
     plain = ExactRepack(tree, ROOT, gangs, 300_000)
     verdict = plain.solve() is not None
+    assert plain.steps <= plain.budget, "the plain order ran out of steps: no verdict to compare with"
     refuted: set[tuple[int, frozenset[int]]] = set()
     decided = 0
     for shuffle in (1, 2, 3):
@@ -237,7 +238,6 @@ def test_restarts_and_shared_proofs_keep_the_verdict(family: str, seed: int, pic
                 used[n] = used.get(n, 0) + x.pod_gpus[p]
         assert all(used[n] <= tree.node_free[n] for n in used)
     assert decided or (family, seed) in PLAIN_ORDER_ONLY, "no order ended within its steps"
-
 
 
 def _subtree(x: CompiledGang, gi: int) -> list[int]:
