@@ -378,7 +378,7 @@ class ExactRepack:
         chosen: list[UnitKey] = []
 
         refuted = self.refuted
-        for d, idxs in sorted(refuted, key=lambda r: (r[0], sorted(r[1]))):
+        for d, idxs in refuted:
             if d in failed:
                 failed[d].append(idxs)
 

@@ -89,16 +89,10 @@ EJECT_EXACT_RUN_STEPS = 200_000
 def _luby() -> Iterator[int]:
     """Luby's sequence, the restart lengths that lose at most a log factor to the best fixed length (Luby,
     Sinclair and Zuckerman, 1993), for ``EXACT_MAX_RESTARTS`` restarts."""
-    for i in range(1, EXACT_MAX_RESTARTS + 1):
-        k = 1
-        while (1 << k) - 1 < i:
-            k += 1
-        while (1 << k) - 1 != i:
-            i -= (1 << (k - 1)) - 1
-            k = 1
-            while (1 << k) - 1 < i:
-                k += 1
-        yield 1 << (k - 1)
+    terms = [1]
+    while len(terms) < EXACT_MAX_RESTARTS:
+        terms = [*terms, *terms, 2 * terms[-1]]  # 1; 1, 1, 2; 1, 1, 2, 1, 1, 2, 4; ...
+    yield from terms[:EXACT_MAX_RESTARTS]
 
 
 def _item_order(item: tuple[CompiledGang, int]) -> tuple[int, int, int, int]:
