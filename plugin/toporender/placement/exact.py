@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Mapping, Sequence
 
 from toporender.placement.compiled import CompiledGang, Group, size_counts, tolerated
@@ -166,6 +167,7 @@ class ExactRepack:
             for d in tree.node_path[n]:
                 self.extra[d] = self.extra.get(d, 0) + tree.node_free[n]
         self._pods_apart()
+        self.chain_memo: dict[LeafKey, tuple[int, ...]] = {}
         self.budget = budget
         self.steps = 0
         self.leaves: list[LeafKey] = [(g.idx, gi) for g in self.gangs.values() for gi, grp in enumerate(g.groups)
@@ -183,6 +185,7 @@ class ExactRepack:
         self.unit_memo: dict[UnitKey, dict[LeafKey, list[int]] | None] = {}
         self.shape_memo: dict[int, tuple[object, ...]] = {}
         self.caps_memo: dict[tuple[int, bool], dict[int, int]] = {}
+        self.unit_caps_memo: dict[int, tuple[int, ...]] = {}
         self.below_memo: dict[LeafKey, tuple[LeafKey, ...]] = {}
         self.nodes_memo: dict[int, list[int]] = {}
         every = sorted({g for x in gangs for g in x.pod_gpus if g}, reverse=True)
@@ -444,7 +447,11 @@ class ExactRepack:
 
     def _unit_caps(self, d: int) -> tuple[int, ...]:
         """:meth:`_caps` per size of ``sizes``, on the usable nodes and then on the untainted ones."""
-        return (*(self._caps(d)[s] for s in self.sizes), *(self._caps(d, clean=True)[s] for s in self.sizes))
+        got = self.unit_caps_memo.get(d)
+        if got is None:
+            got = self.unit_caps_memo[d] = (*(self._caps(d)[s] for s in self.sizes),
+                                            *(self._caps(d, clean=True)[s] for s in self.sizes))
+        return got
 
     def _room(self, d: int, gangs: list[CompiledGang]) -> bool:
         """Necessary: the gangs' GPUs fit ``d``, and for each pod size s whose larger sizes are multiples of it,
@@ -484,15 +491,18 @@ class ExactRepack:
         if self.steps > self.budget:
             raise OutOfSteps
 
-    def _chain(self, key: LeafKey) -> list[int]:
+    def _chain(self, key: LeafKey) -> tuple[int, ...]:
         """The group and its ancestors (indices), leaf first."""
-        groups = self.gangs[key[0]].groups
-        out = []
-        gi = key[1]
-        while gi >= 0:
-            out.append(gi)
-            gi = groups[gi].parent
-        return out
+        got = self.chain_memo.get(key)
+        if got is None:
+            groups = self.gangs[key[0]].groups
+            out = []
+            gi = key[1]
+            while gi >= 0:
+                out.append(gi)
+                gi = groups[gi].parent
+            got = self.chain_memo[key] = tuple(out)
+        return got
 
     def _within(self, key: LeafKey) -> int:
         """The finest domain the leaf group is already confined to: its ancestors' fixed domains, or the region."""
@@ -528,6 +538,11 @@ class ExactRepack:
         slack = sum(self._free(u) for u in units) - sum(need[k] for k in leaves)
         if slack < 0:
             return False
+        # per unit, :meth:`_unit_caps` summed over it and the units after it (what _may_fit bounds with)
+        caps_from = [(0,) * (2 * len(self.sizes))]
+        for u in reversed(units):
+            caps_from.append(tuple(map(operator.add, self._unit_caps(u), caps_from[-1])))
+        caps_from.reverse()
         fluid_keys = self._fluid_keys(leaves) if self.fluid else []
         fluid: list[list[LeafKey]] = []
         if fluid_keys:
@@ -558,7 +573,7 @@ class ExactRepack:
                 return False
             gangs_left = {k[0] for k in left}
             memo = (ui, left, tuple(sorted((k, d) for k, d in self.fixed.items() if k[0] in gangs_left)))
-            if memo in failed or not self._may_fit(units[ui:], left):
+            if memo in failed or not self._may_fit(units[ui:], left, caps_from[ui]):
                 failed.add(memo)
                 return False
             u = units[ui]
@@ -778,18 +793,19 @@ class ExactRepack:
         tol = tuple(sorted(self.gangs[key[0]].groups[key[1]].tol)) if self.usable else ()
         return (-self.need[key], -self.level[key], self.own_sizes[key], tol, (key[0], chain[1]) if coupled else ())
 
-    def _may_fit(self, units: list[int], left: tuple[LeafKey, ...]) -> bool:
+    def _may_fit(self, units: list[int], left: tuple[LeafKey, ...], caps: Sequence[int]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
         the whole multiples of s that the units' nodes offer (and those of the groups that may use no tainted
-        node, the multiples their untainted nodes offer); the same for the groups of every coarser group."""
+        node, the multiples their untainted nodes offer); the same for the groups of every coarser group.
+        ``caps``: :meth:`_unit_caps` summed over ``units``."""
         most = max(self._free(u) for u in units)
         if any(self.need[k] > most for k in left):
             return False
         # the load and capacity vectors a unit's filling is checked with: all usable nodes, then (where some
         # group may use tainted nodes and others not) the untainted ones
-        caps = [self._unit_caps(u) for u in units]
+        size_load = self.size_load
         for i in range(len(self.sizes) * (2 if self.usable else 1)):
-            if sum(self.size_load[k][i] for k in left) > sum(c[i] for c in caps):
+            if sum(size_load[k][i] for k in left) > caps[i]:
                 return False
         # the same for every group bound to a domain coarser than a leaf's: the leaves left of one that an earlier
         # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
