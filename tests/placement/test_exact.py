@@ -61,6 +61,9 @@ CASES = [
     ("varied", 3723, 160, "the zone's search for g00010 (twelve one-GPU pods, four in a clique and eight in a rack) "
                           "ran out of steps in both orders; the first needed 357,000, a restart in another order "
                           "admits it (was 150)"),
+    ("varied", 4193, 137, "g00004, which no arrangement admits, spends the run's exact steps; g00007's zone then has "
+                          "20,000 late steps, and its search needs more than 200,000 in the first order and 544 "
+                          "with units most free first, which a late region now tries first (was 129)"),
 ]
 
 

@@ -71,7 +71,10 @@ EXACT_RUN_STEPS = 400_000
 ``EXACT_LATE_RUN_STEPS`` more once they are spent)."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` are spent: a gang that no
-arrangement admits can spend them all, and a later, smaller gang's region often needs only a few thousand."""
+arrangement admits can spend them all, and a later, smaller gang's region often needs only a few thousand. A
+short search with units most free first (``EXACT_QUICK_STEPS``) then comes right after the preferred one: the
+first order's, sized for 200,000 steps, seldom ends within these, and where it runs out another order often finds
+an arrangement in a few hundred (the heavy tails that restarts address)."""
 EXACT_LATE_RUN_STEPS = 100_000
 """Steps of all those late searches of one run together."""
 EJECT_CANDIDATES = 16
@@ -347,7 +350,8 @@ class Repairer(Fitter):
         # each gang inside one domain of its preferred level first (fewest domains), then (where one-GPU pods bind
         # nothing) a short search only as required and one giving those pods nodes last (fluid), then only as
         # required: old domains first for half the steps, then in the plain order; where old domains order no
-        # choice, units fewest free GPUs first for half the steps, then most free first; then restarts
+        # choice, units fewest free GPUs first for half the steps, then most free first; then restarts. Once the
+        # run's steps are spent, a short search with units most free first comes right after the first try
         steered = False
         # (preferred, fluid, steps, old domains, restart seed, extra: charged to the fluid budget if undecided)
         tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool]] = [
@@ -356,6 +360,8 @@ class Repairer(Fitter):
             # the fluid search proves nothing: a short search only as required first, which ends most searches
             tries += [(False, False, EXACT_QUICK_STEPS, before, 0, True),
                       (False, True, EXACT_FLUID_STEPS, before, 0, True)]
+        if self.exact_spent >= EXACT_RUN_STEPS:
+            tries.insert(1, (False, False, EXACT_QUICK_STEPS, None, 0, False))
         tries += [(False, False, EXACT_STEPS // 2, before, 0, False),
                   (False, False, EXACT_SECOND_STEPS, None, 0, False)]
         tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, False) for seed, n in enumerate(_luby(), 1)]
