@@ -356,12 +356,12 @@ class Repairer(Fitter):
         # (preferred, fluid, steps, old domains, restart seed, extra: charged to the fluid budget if undecided)
         tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool]] = [
             (True, False, EXACT_PREFERRED_STEPS, before, 0, False)]
+        if self.exact_spent >= EXACT_RUN_STEPS:
+            tries.append((False, False, EXACT_QUICK_STEPS, None, 0, False))
         if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
             # the fluid search proves nothing: a short search only as required first, which ends most searches
             tries += [(False, False, EXACT_QUICK_STEPS, before, 0, True),
                       (False, True, EXACT_FLUID_STEPS, before, 0, True)]
-        if self.exact_spent >= EXACT_RUN_STEPS:
-            tries.insert(1, (False, False, EXACT_QUICK_STEPS, None, 0, False))
         tries += [(False, False, EXACT_STEPS // 2, before, 0, False),
                   (False, False, EXACT_SECOND_STEPS, None, 0, False)]
         tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, False) for seed, n in enumerate(_luby(), 1)]
