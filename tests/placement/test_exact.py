@@ -64,6 +64,10 @@ CASES = [
     ("varied", 4193, 137, "g00004, which no arrangement admits, spends the run's exact steps; g00007's zone then has "
                           "20,000 late steps, and its search needs more than 200,000 in the first order and 544 "
                           "with units most free first, which a late region now tries first (was 129)"),
+    ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "
+                               "first order without a verdict, the run's 400,000; short restarts in other orders "
+                               "refuse g00023 in 145 steps and admit g00029 in 410, and the run then admits "
+                               "g00036 (was 436)"),
 ]
 
 

@@ -128,6 +128,7 @@ class Fitter:
         self.spent = 0
         self.exact_spent = 0
         self.fluid_spent = 0
+        self.short_spent = 0
         self.late_spent = 0
         self.eject_spent = 0
         self.eject_exact_spent = 0

@@ -33,7 +33,8 @@ REPAIR_REGIONS = 3
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
 run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
-Half go to a first search and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, then restarts in
+Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
+``EXACT_SHORT_RESTARTS``) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, then restarts in
 orders of their own (a depth-first search can spend any budget under one wrong early choice, and orders fail on
 different regions): where gangs are given whole domains first, each gang's old domain first, then the plain order;
 elsewhere units fewest free GPUs first, then most free first."""
@@ -47,11 +48,23 @@ in different orders find what one long one misses; and any of them that ends wit
 the long one."""
 EXACT_MAX_RESTARTS = 64
 """Restarts of one region's search at most."""
+EXACT_SHORT_STEPS = 1_000
+"""Steps of the shortest of the short restarts that come before the first order's long search: the n-th takes
+this times the n-th term of Luby's sequence, in the n-th restart's order (``EXACT_SHORT_RESTARTS`` of them,
+13,000 steps at most). A region whose first order needs more than 200,000 steps often has an order that needs a
+few hundred, and a gang that the first order cannot admit would otherwise take the run's steps from the gangs
+after it; the long restarts later take the same orders again, each for longer."""
+EXACT_SHORT_RESTARTS = 8
+"""Short restarts of one region's search before its first order's long one."""
+EXACT_SHORT_RUN_STEPS = 100_000
+"""Steps of all short searches (short restarts, and the short search in the first order where no fluid one
+follows) of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS`` like the fluid searches'."""
 EXACT_PREFERRED_STEPS = 10_000
 """Steps of the exact search that first keeps every gang inside one domain of its preferred level."""
 EXACT_QUICK_STEPS = 5_000
-"""Steps of the short search only as required that comes before the fluid one: it admits the gang, or proves
-that nothing does, in most regions, where the fluid search could only run out of steps."""
+"""Steps of the short search only as required in the first order that comes before the fluid one (or, where
+that does not apply, before the short restarts): it admits the gang, or proves that nothing does, in most
+regions, where the fluid search could only run out of steps."""
 EXACT_FLUID_RUN_STEPS = 200_000
 """Steps of all those short and fluid searches of one run that end without an answer: kept apart from
 ``EXACT_RUN_STEPS``, so that where they fail the other searches have the steps they had without them."""
@@ -347,34 +360,41 @@ class Repairer(Fitter):
             self._release(m)
         found = None
         proven = False
-        # each gang inside one domain of its preferred level first (fewest domains), then (where one-GPU pods bind
-        # nothing) a short search only as required and one giving those pods nodes last (fluid), then only as
-        # required: old domains first for half the steps, then in the plain order; where old domains order no
-        # choice, units fewest free GPUs first for half the steps, then most free first; then restarts. Once the
-        # run's steps are spent, a short search with units most free first comes right after the first try
+        # each gang inside one domain of its preferred level first (fewest domains), then only as required: a short
+        # search (where one-GPU pods bind nothing, followed by one giving those pods nodes last, fluid), short
+        # restarts, then old domains first for half the steps, then in the plain order; where old domains order no
+        # choice, units fewest free GPUs first for half the steps, then most free first; then long restarts. Once
+        # the run's steps are spent, a short search with units most free first comes right after the first try
         steered = False
-        # (preferred, fluid, steps, old domains, restart seed, extra: charged to the fluid budget if undecided)
-        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool]] = [
-            (True, False, EXACT_PREFERRED_STEPS, before, 0, False)]
+        # (preferred, fluid, steps, old domains, restart seed, side budget charged if undecided: "" for none)
+        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, str]] = [
+            (True, False, EXACT_PREFERRED_STEPS, before, 0, "")]
         if self.exact_spent >= EXACT_RUN_STEPS:
-            tries.append((False, False, EXACT_QUICK_STEPS, None, 0, False))
+            tries.append((False, False, EXACT_QUICK_STEPS, None, 0, ""))
         if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
             # the fluid search proves nothing: a short search only as required first, which ends most searches
-            tries += [(False, False, EXACT_QUICK_STEPS, before, 0, True),
-                      (False, True, EXACT_FLUID_STEPS, before, 0, True)]
-        tries += [(False, False, EXACT_STEPS // 2, before, 0, False),
-                  (False, False, EXACT_SECOND_STEPS, None, 0, False)]
-        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, False) for seed, n in enumerate(_luby(), 1)]
+            tries += [(False, False, EXACT_QUICK_STEPS, before, 0, "fluid"),
+                      (False, True, EXACT_FLUID_STEPS, before, 0, "fluid")]
+        else:
+            tries.append((False, False, EXACT_QUICK_STEPS, before, 0, "short"))
+        restarts = list(enumerate(_luby(), 1))
+        short = restarts[:EXACT_SHORT_RESTARTS]
+        tries += [(False, False, EXACT_SHORT_STEPS * n, None, seed, "short") for seed, n in short]
+        tries += [(False, False, EXACT_STEPS // 2, before, 0, ""),
+                  (False, False, EXACT_SECOND_STEPS, None, 0, "")]
+        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in restarts]
         late_left = EXACT_LATE_STEPS
         refuted: set[tuple[int, frozenset[int]]] = set()
-        for preferred, fluid, steps, old, seed, extra in tries:
+        for preferred, fluid, steps, old, seed, side in tries:
             late = self.exact_spent >= EXACT_RUN_STEPS
             left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                     else EXACT_RUN_STEPS - self.exact_spent)
-            budget = min(steps, left, EXACT_FLUID_RUN_STEPS - self.fluid_spent if extra else steps)
+            side_left = {"": steps, "fluid": EXACT_FLUID_RUN_STEPS - self.fluid_spent,
+                         "short": EXACT_SHORT_RUN_STEPS - self.short_spent}[side]
+            budget = min(steps, left, side_left)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
-                if seed:
-                    break
+                if seed and not side:
+                    break  # the run's steps are spent: no later try has any
                 continue
             search = ExactRepack(tree, region, gs, budget, preferred, old,
                                  most_free_first=old is None and not steered, fluid=fluid,
@@ -392,8 +412,10 @@ class Repairer(Fitter):
             if late:
                 self.late_spent += search.steps
                 late_left -= search.steps
-            elif extra and found is None and not proven:
+            elif side == "fluid" and found is None and not proven:
                 self.fluid_spent += search.steps
+            elif side == "short" and found is None and not proven:
+                self.short_spent += search.steps
             else:
                 self.exact_spent += search.steps
             if found is not None or proven:
