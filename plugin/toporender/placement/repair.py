@@ -72,6 +72,8 @@ EXACT_FLUID_STEPS = 50_000
 """Steps of the search that gives the one-GPU pods bound to nothing nodes after the other groups (``fluid`` in
 :class:`~toporender.placement.exact.ExactRepack`), tried before the two plain orders: in a tight pool with many
 such pods the plain search spends its steps choosing which of them fill each unit."""
+SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS}
+"""Per side budget, the steps of one run's searches charged to it when they end without an answer."""
 EXACT_REGIONS = 3
 """Regions smaller than the pool searched exactly per gang that the bounded repair could not admit (finest
 first); the pool itself, when small, is searched after them all the same. It holds every gang, so it stands in
@@ -389,8 +391,7 @@ class Repairer(Fitter):
             late = self.exact_spent >= EXACT_RUN_STEPS
             left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                     else EXACT_RUN_STEPS - self.exact_spent)
-            side_left = {"": steps, "fluid": EXACT_FLUID_RUN_STEPS - self.fluid_spent,
-                         "short": EXACT_SHORT_RUN_STEPS - self.short_spent}[side]
+            side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
             budget = min(steps, left, side_left)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                 if seed and not side:
@@ -412,10 +413,8 @@ class Repairer(Fitter):
             if late:
                 self.late_spent += search.steps
                 late_left -= search.steps
-            elif side == "fluid" and found is None and not proven:
-                self.fluid_spent += search.steps
-            elif side == "short" and found is None and not proven:
-                self.short_spent += search.steps
+            elif side and found is None and not proven:
+                self.side_spent[side] += search.steps
             else:
                 self.exact_spent += search.steps
             if found is not None or proven:
