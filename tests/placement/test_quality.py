@@ -115,7 +115,8 @@ SPREAD = [
     # without re-placing the gangs a re-arrangement moved, 5, 3 and 6 gangs were spread for the same GPUs
     ("mixed", 3034, 251, "block", ["g00000", "g00002"]),
     ("mixed", 3095, 236, "block", ["g00001"]),
-    ("mixed", 3084, 243, "block", ["g00000", "g00002", "g00003", "g00005"]),
+    # before the repair searched first with the moved gangs kept inside the blocks they used, 4 gangs here
+    ("mixed", 3084, 243, "block", ["g00000", "g00003"]),
     # before the gangs of an admitting re-arrangement were re-placed together, largest first, 3, 3, 3 and 1 gangs
     # were spread for the same GPUs
     ("varied", 1062, 51, "rack", ["g00002"]),
@@ -270,3 +271,17 @@ def test_the_screen_flags_exactly_the_plans_that_differ_from_the_optimum(seed: i
         differ = [i for i, g in enumerate(inst.gangs) if (g.key in placed) != (g.key in accepted)]
         assert first == differ[0] and inst.gangs[first].key in accepted
         assert ours > opt
+
+
+def test_without_the_kept_searches_the_moved_gangs_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    from toporender.placement import repair
+
+    monkeypatch.setattr(repair, "REPAIR_KEEP_RUN_STEPS", 0)
+    inst = FAMILIES["mixed"][0](3084)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert plan.placed_gpus == 243
+    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+    got = sorted(k for k, g in plan.gangs.items() if len({block[n] for n in g.pod_nodes.values()}) > 1)
+    assert got == ["g00000", "g00002", "g00003", "g00005"]

@@ -30,6 +30,16 @@ REPAIR_STEPS_PER_DOMAIN = 1_500
 REPAIR_STEPS_PER_GANG = 10
 MAX_MOVABLE = 300
 REPAIR_REGIONS = 3
+REPAIR_KEEP_STEPS = 1_000
+"""Steps of each of the repair's first searches of a small region that keep moved gangs inside the domains of
+their preferred level they used (``Repairer._kept_search``): the plain search takes the first arrangement, which
+often spreads such gangs over more domains than an admission needs. Regions of more than ``EXACT_MAX_NODES``
+nodes are not searched so: there a step costs many times more, and of 33 such searches packing the 1,000-node
+scale case none found an arrangement."""
+REPAIR_KEEP_BREAKS = 2
+"""Domains of their preferred level those searches may add to the kept gangs in all, at most."""
+REPAIR_KEEP_RUN_STEPS = 50_000
+"""Steps of all those searches of one run that find nothing."""
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
 run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
@@ -72,7 +82,7 @@ EXACT_FLUID_STEPS = 50_000
 """Steps of the search that gives the one-GPU pods bound to nothing nodes after the other groups (``fluid`` in
 :class:`~toporender.placement.exact.ExactRepack`), tried before the two plain orders: in a tight pool with many
 such pods the plain search spends its steps choosing which of them fill each unit."""
-SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS}
+SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS}
 """Per side budget, the steps of one run's searches charged to it when they end without an answer."""
 EXACT_REGIONS = 3
 """Regions smaller than the pool searched exactly per gang that the bounded repair could not admit (finest
@@ -571,6 +581,12 @@ class Repairer(Fitter):
                 attempts.append(lambda: self._decomposed(gs, region, pref_split, allowance))
         if split > self.tree.dom_level[region]:
             attempts.append(lambda: self._decomposed(gs, region, split, allowance))
+        # in a small region, the moved gangs that lie inside one domain of their preferred level
+        path = tree.node_path
+        keep = frozenset(m for m in movable if (pref := self.gangs[m].groups[0].pref) is not None
+                         and len({path[n][-pref - 2] for n in before[m].values()}) == 1)
+        if keep and sum(tree.dom_hist[region]) <= EXACT_MAX_NODES:
+            attempts.append(lambda: self._kept_search(sorted(items, key=_item_order), region, allowance, keep))
         attempts.append(lambda: self._search_items(
             sorted(items, key=_item_order), region, allowance))
         for attempt in attempts:
@@ -583,6 +599,22 @@ class Repairer(Fitter):
                 break
         self._rollback(mark, None)
         self._unlift(saved)
+        return False
+
+    def _kept_search(self, items: list[tuple[CompiledGang, int]], region: int, allowance: int,
+                     keep: frozenset[int]) -> bool:
+        """:meth:`_search_items` with the gangs of ``keep`` inside the domains of their preferred level they
+        used, but for at most none, one, then two more in all (fewest first), each on ``REPAIR_KEEP_STEPS`` of
+        its own. Where they find nothing, their steps are charged to the run's ``REPAIR_KEEP_RUN_STEPS`` instead
+        of the repair's, so the plain search after them has the steps it had."""
+        for breaks in range(REPAIR_KEEP_BREAKS + 1):
+            if self.side_spent["keep"] >= REPAIR_KEEP_RUN_STEPS:
+                return False
+            was = self.spent
+            if self._search_items(items, region, min(allowance, was + REPAIR_KEEP_STEPS), keep, breaks):
+                return True
+            self.side_spent["keep"] += self.spent - was
+            self.spent = was
         return False
 
     def _decomposed(self, gs: list[CompiledGang], region: int, split: int, allowance: int) -> bool:
@@ -631,20 +663,23 @@ class Repairer(Fitter):
 
         return assign(0)
 
-    def _search_items(self, items: list[tuple[CompiledGang, int]], region: int, allowance: int) -> bool:
+    def _search_items(self, items: list[tuple[CompiledGang, int]], region: int, allowance: int,
+                      keep: frozenset[int] = frozenset(), breaks: int = 0) -> bool:
         """Iterative depth-first search placing leaf groups of many gangs, largest first (bin-packing order).
 
         A gang's group domains are fixed by the first of its leaves placed, so later leaves of the same gang only
-        see domains inside them.
+        see domains inside them. The gangs of ``keep`` leave the domains of their preferred level they use for
+        another at most ``breaks`` times in all.
         """
         tree = self.tree
         self.active = {x.idx: SearchContext(x.idx, 0) for x, _ in items}
         # plain best fit: holding domains back here cost an admission (a perfect fill on a tuning seed)
         self.avoid_holes = False
         fixed: dict[tuple[int, int], int] = {}
-        stack: list[tuple[Iterator[int], int, list[tuple[int, int]]]] = []
+        stack: list[tuple[Iterator[int], int, list[tuple[int, int]], bool]] = []
         i = 0
-        it = self._item_candidates(items[0], region, fixed)
+        broken = 0
+        it = self._item_candidates(items[0], region, fixed, items[0][0].idx in keep and breaks == 0)
         base = len(self.log)
         checks = [self._check(gang, gi) for gang, gi in items]
         try:
@@ -658,13 +693,15 @@ class Repairer(Fitter):
                     if not stack:
                         return False
                     i -= 1
-                    it, mark, fixes = stack.pop()
+                    it, mark, fixes, broke = stack.pop()
+                    broken -= broke
                     self._rollback(mark, None)
                     for key in fixes:
                         del fixed[key]
                     continue
                 gang, gi = items[i]
                 ctx = self.active[gang.idx]
+                broke = gang.idx in keep and self._breaks_preferred(gang, ctx, d)
                 mark = len(self.log)
                 g = gang.groups[gi]
                 if not self._distribute(ctx, d, g.pods, g.tol):
@@ -683,14 +720,25 @@ class Repairer(Fitter):
                     for key in fixes:
                         del fixed[key]
                     continue
-                stack.append((it, mark, fixes))
+                stack.append((it, mark, fixes, broke))
+                broken += broke
                 i += 1
                 if i == len(items):
                     return True
-                it = self._item_candidates(items[i], region, fixed)
+                it = self._item_candidates(items[i], region, fixed, items[i][0].idx in keep and broken >= breaks)
         finally:
             self.active = {}
             self.avoid_holes = self.small_pool
+
+    def _breaks_preferred(self, gang: CompiledGang, ctx: SearchContext, d: int) -> bool:
+        """Whether a leaf group of ``gang`` placed in ``d`` takes a domain of the gang's preferred level besides
+        those it uses."""
+        tree = self.tree
+        pref = gang.groups[0].pref
+        if pref is None or tree.dom_level[d] <= pref:
+            return False
+        own = [u for u in ctx.used if tree.dom_level[u] == pref and tree.dom_real[u]]
+        return bool(own) and tree.dom_anc[d][pref + 1] not in own
 
     @staticmethod
     def _check(gang: CompiledGang, gi: int) -> LeafCheck | None:
@@ -738,9 +786,10 @@ class Repairer(Fitter):
             return False
         return all(free[d] >= n for d, n in left.items())
 
-    def _item_candidates(self, item: tuple[CompiledGang, int], region: int, fixed: dict[tuple[int, int], int]
-                         ) -> Iterator[int]:
-        """Domains for one leaf group inside its gang's already fixed domains, best fit first."""
+    def _item_candidates(self, item: tuple[CompiledGang, int], region: int, fixed: dict[tuple[int, int], int],
+                         kept: bool = False) -> Iterator[int]:
+        """Domains for one leaf group inside its gang's already fixed domains, best fit first; ``kept``: only
+        inside the domains of its preferred level the gang uses, once it uses one."""
         tree = self.tree
         gang, gi = item
         g = gang.groups[gi]
@@ -762,7 +811,7 @@ class Repairer(Fitter):
             # keep the gang inside the preferred-level domains it already uses before spreading further
             scopes = sorted((d for d in ctx.used if tree.dom_level[d] == pref and tree.dom_real[d]
                              and tree.inside(d, w)), key=lambda d: tree.rank[d])
-        for scope in [*scopes, w]:
+        for scope in scopes if kept and scopes else [*scopes, w]:
             for d in self._candidates(ctx, g, scope, lvl):
                 if d in tried:
                     continue
