@@ -581,12 +581,13 @@ class Repairer(Fitter):
                 attempts.append(lambda: self._decomposed(gs, region, pref_split, allowance))
         if split > self.tree.dom_level[region]:
             attempts.append(lambda: self._decomposed(gs, region, split, allowance))
-        # in a small region, the moved gangs that lie inside one domain of their preferred level
-        path = tree.node_path
-        keep = frozenset(m for m in movable if (pref := self.gangs[m].groups[0].pref) is not None
-                         and len({path[n][-pref - 2] for n in before[m].values()}) == 1)
-        if keep and sum(tree.dom_hist[region]) <= EXACT_MAX_NODES:
-            attempts.append(lambda: self._kept_search(sorted(items, key=_item_order), region, allowance, keep))
+        if sum(tree.dom_hist[region]) <= EXACT_MAX_NODES:
+            # the moved gangs that lie inside one domain of their preferred level
+            path = tree.node_path
+            keep = frozenset(m for m in movable if (pref := self.gangs[m].groups[0].pref) is not None
+                             and len({path[n][-pref - 2] for n in before[m].values()}) == 1)
+            if keep:
+                attempts.append(lambda: self._kept_search(sorted(items, key=_item_order), region, allowance, keep))
         attempts.append(lambda: self._search_items(
             sorted(items, key=_item_order), region, allowance))
         for attempt in attempts:
