@@ -738,8 +738,13 @@ class Repairer(Fitter):
         pref = gang.groups[0].pref
         if pref is None or tree.dom_level[d] <= pref:
             return False
-        own = [u for u in ctx.used if tree.dom_level[u] == pref and tree.dom_real[u]]
+        own = self._preferred_used(ctx, pref)
         return bool(own) and tree.dom_anc[d][pref + 1] not in own
+
+    def _preferred_used(self, ctx: SearchContext, pref: int) -> list[int]:
+        """The domains of level ``pref`` the gang of ``ctx`` uses."""
+        tree = self.tree
+        return [u for u in ctx.used if tree.dom_level[u] == pref and tree.dom_real[u]]
 
     @staticmethod
     def _check(gang: CompiledGang, gi: int) -> LeafCheck | None:
@@ -810,8 +815,8 @@ class Repairer(Fitter):
         scopes: list[int] = []
         if pref is not None and tree.dom_level[w] < pref < lvl:
             # keep the gang inside the preferred-level domains it already uses before spreading further
-            scopes = sorted((d for d in ctx.used if tree.dom_level[d] == pref and tree.dom_real[d]
-                             and tree.inside(d, w)), key=lambda d: tree.rank[d])
+            scopes = sorted((d for d in self._preferred_used(ctx, pref) if tree.inside(d, w)),
+                            key=lambda d: tree.rank[d])
         for scope in scopes if kept and scopes else [*scopes, w]:
             for d in self._candidates(ctx, g, scope, lvl):
                 if d in tried:
