@@ -53,12 +53,13 @@ class Undecided(Exception):
     """The shape's pod could depend on a slot's value in a way slots do not express."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Ref:
     """Slot for one per-task string: ``source`` names where it comes from, ``key`` which one.
 
     Sources: ``identity`` (:data:`~toporender.expand.gangs.IDENTITY`), ``image``, ``command`` and ``args``
-    (by position), ``env`` (by name), ``labels`` and ``annotations`` (the backend's, by key)."""
+    (by position), ``env`` (by name), ``labels`` and ``annotations`` (the backend's, by key). Not a frozen
+    dataclass, which takes four times as long to build (see :class:`~toporender.expand.gangs.Task`)."""
 
     source: str
     key: Any = None

@@ -1,4 +1,4 @@
-"""What a gang asks for, as plain frozen data.
+"""What a gang asks for, as plain data that nothing changes once built.
 
 The renderer translates workflow specs into these records; the packer never sees pydantic models, so its hot
 loops stay on tuples and ints.
@@ -13,9 +13,12 @@ from toporender.expand.levels import LevelConstraint
 Toleration = tuple[str, "str | None", "str | None"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PodDemand:
-    """One pod: all of its GPUs come from a single node; 0 GPUs means it is not packed."""
+    """One pod: all of its GPUs come from a single node; 0 GPUs means it is not packed.
+
+    Not a frozen dataclass: building one costs four times as long, and ``toporender plan`` builds each twice
+    (in a worker and again as it arrives)."""
 
     name: str
     gpus: int
