@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import ChainMap, Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 from toporender.build.pods import base_pod, finish_pod
 from toporender.build.templates.apply import pod_template_names
@@ -61,8 +61,8 @@ class Ref:
     (by position), ``env`` (by name), ``labels`` and ``annotations`` (the backend's, by key). Not a frozen
     dataclass, which takes four times as long to build (see :class:`~toporender.expand.gangs.Task`)."""
 
-    source: str
-    key: Any = None
+    source: Final[str]
+    key: Final[Any] = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
+from typing import Final
 
 from toporender.errors import DiagnosticSink, Position, fail
 from toporender.expand.key_order import order_problem
@@ -26,15 +27,17 @@ IDENTITY = ("WF_TASK_NAME", "WF_TASK_UUID", "WF_POD_NAME", "WF_HOSTNAME", "USER_
 
 @dataclass(slots=True, unsafe_hash=True)
 class Task:
-    """One task of a gang with its names. Never changed once expanded, but not a frozen dataclass: building one
-    costs four times as long, and there is one per Pod."""
+    """One task of a gang with its names.
 
-    spec: TaskSpec
-    resource: ResourceSpec
-    uuid: str
-    pod_name: str
-    hostname: str
-    container: str
+    Never changed once expanded (mypy holds its ``Final`` fields to that), but not a frozen dataclass: building
+    one costs four times as long, and there is one per Pod."""
+
+    spec: Final[TaskSpec]
+    resource: Final[ResourceSpec]
+    uuid: Final[str]
+    pod_name: Final[str]
+    hostname: Final[str]
+    container: Final[str]
 
     def identity(self) -> dict[str, str]:
         """The values of :data:`IDENTITY` for this task, in that order."""

@@ -7,6 +7,7 @@ loops stay on tuples and ints.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from toporender.expand.levels import LevelConstraint
 
@@ -17,13 +18,13 @@ Toleration = tuple[str, "str | None", "str | None"]
 class PodDemand:
     """One pod: all of its GPUs come from a single node; 0 GPUs means it is not packed.
 
-    Not a frozen dataclass: building one costs four times as long, and ``toporender plan`` builds each twice
-    (in a worker and again as it arrives)."""
+    Never changed once built (mypy holds its ``Final`` fields to that), but not a frozen dataclass: building one
+    costs four times as long, and ``toporender plan`` builds each twice (in a worker and again as it arrives)."""
 
-    name: str
-    gpus: int
-    tolerations: tuple[tuple[str, str | None, str | None], ...] = ()
-    excluded: tuple[str, ...] = ()
+    name: Final[str]
+    gpus: Final[int]
+    tolerations: Final[tuple[tuple[str, str | None, str | None], ...]] = ()
+    excluded: Final[tuple[str, ...]] = ()
     """Names of nodes this pod must not run on (the resource's ``nodesExcluded``)."""
 
     def __reduce__(self) -> tuple[type[PodDemand], tuple[str, int, tuple[Toleration, ...], tuple[str, ...]]]:
