@@ -278,7 +278,7 @@ def test_without_the_kept_searches_the_moved_gangs_spread(monkeypatch: pytest.Mo
 
     from toporender.placement import repair
 
-    monkeypatch.setattr(repair, "REPAIR_KEEP_RUN_STEPS", 0)
+    monkeypatch.setitem(repair.SIDE_RUN_STEPS, "keep", 0)
     inst = FAMILIES["mixed"][0](3084)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert plan.placed_gpus == 243

@@ -546,8 +546,12 @@ class Repairer(Fitter):
 
     def _span(self, x: CompiledGang, lvl: int) -> int:
         """Domains of level ``lvl`` the gang's pods lie in."""
-        tree = self.tree
-        return len({tree.node_path[n][-lvl - 2] for n in self.assign.get(x.idx, {}).values()})
+        return self._span_of(self.assign.get(x.idx, {}).values(), lvl)
+
+    def _span_of(self, nodes: Iterable[int], lvl: int) -> int:
+        """Domains of level ``lvl`` the ``nodes`` lie in."""
+        path = self.tree.node_path
+        return len({path[n][-lvl - 2] for n in nodes})
 
     def _repack(self, gang: CompiledGang, region: int, movable: list[int], allowance: int) -> bool:
         if not movable or len(movable) > MAX_MOVABLE:
@@ -582,10 +586,9 @@ class Repairer(Fitter):
         if split > self.tree.dom_level[region]:
             attempts.append(lambda: self._decomposed(gs, region, split, allowance))
         if sum(tree.dom_hist[region]) <= EXACT_MAX_NODES:
-            # the moved gangs that lie inside one domain of their preferred level
-            path = tree.node_path
+            # the moved gangs that lay inside one domain of their preferred level
             keep = frozenset(m for m in movable if (pref := self.gangs[m].groups[0].pref) is not None
-                             and len({path[n][-pref - 2] for n in before[m].values()}) == 1)
+                             and self._span_of(before[m].values(), pref) == 1)
             if keep:
                 attempts.append(lambda: self._kept_search(sorted(items, key=_item_order), region, allowance, keep))
         attempts.append(lambda: self._search_items(
@@ -609,7 +612,7 @@ class Repairer(Fitter):
         its own. Where they find nothing, their steps are charged to the run's ``REPAIR_KEEP_RUN_STEPS`` instead
         of the repair's, so the plain search after them has the steps it had."""
         for breaks in range(REPAIR_KEEP_BREAKS + 1):
-            if self.side_spent["keep"] >= REPAIR_KEEP_RUN_STEPS:
+            if self.side_spent["keep"] >= SIDE_RUN_STEPS["keep"]:
                 return False
             was = self.spent
             if self._search_items(items, region, min(allowance, was + REPAIR_KEEP_STEPS), keep, breaks):
@@ -680,7 +683,7 @@ class Repairer(Fitter):
         stack: list[tuple[Iterator[int], int, list[tuple[int, int]], bool]] = []
         i = 0
         broken = 0
-        it = self._item_candidates(items[0], region, fixed, items[0][0].idx in keep and breaks == 0)
+        it = self._item_candidates(items[0], region, fixed, items[0][0].idx in keep and broken >= breaks)
         base = len(self.log)
         checks = [self._check(gang, gi) for gang, gi in items]
         try:
