@@ -155,3 +155,23 @@ def test_plan_hash_of_text_the_fast_encoder_writes_differently(name: str) -> Non
     text = json.dumps({"gangs": {name: sorted(gangs[name].pod_nodes.items())}, "levels": [name]},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert plan_hash((name,), gangs) == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["plain-name", "a\x7fb", "x\x1fy", "tab\t", 'q"uote', "back\\slash", "é",
+                                  "\u2028", "\U0001f600", "\ud800"])
+@pytest.mark.parametrize("placed", [True, False])
+def test_gang_hash_is_the_sha256_of_the_canonical_json(name: str, placed: bool) -> None:
+    """A gang's own hash (its annotation in Git) is that of the standard encoder's text, whichever encoder wrote
+    it: orjson for plain text, ``json.dumps`` for text orjson writes otherwise or refuses (a lone surrogate)."""
+    import hashlib
+    import json
+
+    from toporender.placement.plan import GangPlacement, gang_hash
+
+    gang = GangPlacement(name, name, 8, placed, None if placed else f"no room for {name}",
+                         pod_nodes={name: name, "p": "node-1"} if placed else {})
+    text = json.dumps({"gang": name, "gpus": 8, "levels": ["zone", name],
+                       "nodes": sorted(gang.pod_nodes.items()) if placed else None,
+                       "reason": None if placed else f"no room for {name}"},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    assert gang_hash(("zone", name), gang) == hashlib.sha256(text.encode()).hexdigest()

@@ -200,12 +200,21 @@ def gang_hash(levels: tuple[str, ...], gang: GangPlacement) -> str:
     that moves nothing leaves every other object's bytes alone.
 
     The text is ``json.dumps({"gang": key, "gpus": n, "levels": [...], "nodes": sorted pod -> node pairs or
-    null, "reason": reason or null}, sort_keys=True, separators=(",", ":"))``."""
-    text = json.dumps({"gang": gang.key, "gpus": gang.gpus, "levels": list(levels),
-                       "nodes": sorted(gang.pod_nodes.items()) if gang.placed else None,
-                       "reason": None if gang.placed else gang.reason},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    null, "reason": reason or null}, sort_keys=True, separators=(",", ":"))``: orjson's bytes where
+    :func:`orjson_is_standard` holds (three times faster, and a render hashes every gang while its workers
+    wait), else the standard encoder's (orjson refuses a lone surrogate, which ``json.dumps`` escapes)."""
+    import orjson
+
+    doc = {"gang": gang.key, "gpus": gang.gpus, "levels": list(levels),
+           "nodes": sorted(gang.pod_nodes.items()) if gang.placed else None,
+           "reason": None if gang.placed else gang.reason}
+    try:
+        text = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        text = b"\x80"
+    if not orjson_is_standard(text):
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return hashlib.sha256(text).hexdigest()
 
 
 def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
