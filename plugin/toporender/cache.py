@@ -187,7 +187,7 @@ class Store:
         finally:
             os.close(fd)
 
-    def write(self, kind: str, key: str, payload: bytes, *, evict: bool = True) -> None:
+    def write(self, kind: str, key: str, payload: bytes | memoryview, *, evict: bool = True) -> None:
         """Store ``payload``; a failure to write (read-only or full disk) only costs the next render time.
         ``evict=False`` leaves trimming the directory to a later write (a render that writes several entries
         scans the directory once)."""

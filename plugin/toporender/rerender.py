@@ -110,6 +110,10 @@ def _unspill(spilled: tuple[str, int, int]) -> bytes:
         return fh.read(length)
 
 
+_Entry = tuple[str, str, bytes | memoryview]
+"""An entry for the store to write: its kind, its key and its bytes."""
+
+
 @dataclass
 class _Render:
     """A render made file by file: the stream's pieces, its warnings and lock, and the entries to store."""
@@ -117,7 +121,7 @@ class _Render:
     pieces: list[bytes | memoryview] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
     lock: str | None = None
-    writes: list[tuple[str, str, bytes]] = field(default_factory=list)
+    writes: list[_Entry] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
     """The ``emit`` entry of every file, in stream order (after ``pieces[:head]``, the pool objects)."""
     head: int = 0
@@ -166,7 +170,7 @@ class _Nowhere(Store):
     def read(self, kind: str, key: str) -> memoryview | None:
         return None
 
-    def write(self, kind: str, key: str, payload: bytes, *, evict: bool = True) -> None:
+    def write(self, kind: str, key: str, payload: bytes | memoryview, *, evict: bool = True) -> None:
         pass
 
     def evict(self) -> None:
@@ -260,7 +264,8 @@ def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: 
         out.warnings = _replay_warnings(built)
         outcomes = _Outcomes()
         if context["placement"]:
-            outcomes, lock, placement_warnings = _place(root, store, context, built, out.writes, ahead)
+            outcomes, lock, placement_warnings = _place(root, store, context, built, out.writes, ahead,
+                                                        dict(taken.others))
             out.lock = lock
             out.warnings += placement_warnings
 
@@ -460,7 +465,7 @@ class _Ahead:
         """The inventory (path, hash) each pool's packer packs into."""
 
     def run(self, root: Path, store: Store, taken: Taken, results: Iterator[_Built],
-            writes: list[tuple[str, str, bytes]]) -> None:
+            writes: list[_Entry]) -> None:
         import orjson
 
         from toporender.placement.outcomes import demand_from_json, load_order
@@ -587,12 +592,14 @@ def _memo_rows(data: Any, keys: list[str]) -> list[list[Any]] | None:
 
 
 def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File],
-           writes: list[tuple[str, str, bytes]], ahead: _Ahead | None = None
+           writes: list[_Entry], ahead: _Ahead | None = None, walked: dict[str, str] | None = None
            ) -> tuple[_Outcomes, str, list[Diagnostic]]:
     """Outcomes per gang key, the lock and the placement warnings, as the pack stage gives them: each pool's
     outcomes from the plan memo when its demands and inventory are the ones packed before, else packed now.
     What it learns goes to ``writes``, stored only when the inputs held still while the render ran (the
-    inventory is read twice: for the key, and by the reader)."""
+    inventory is read twice: for the key, and by the reader). A render that keeps nothing computes no key (at
+    1M GPUs, joining and hashing the demands took half a second while the workers waited): it packs at once,
+    into the inventory the hash in ``walked`` (inventory path -> SHA-256, from the walk) names."""
     import orjson
 
     from toporender.load.walk import inside
@@ -626,6 +633,14 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
                 not target.is_file():
             raise _Whole
         keys = [g["key"] for _, g in members]
+        if isinstance(store, _Nowhere):  # the rows only tell which gangs were packed
+            sha = (walked or {}).get(path) or hashlib.sha256(target.read_bytes()).hexdigest()
+            packed = _pack(store, target, path, sha, pool_name, pool, [g for _, g in members], writes,
+                           ahead or _Ahead())
+            outcomes.direct.update(packed)
+            _note_unplaced(root, pool, members, [[k, packed[k].placement.placed, packed[k].placement.reason, ""]
+                                                 for k in keys], outcomes, warnings)
+            continue
         demands = ("[" + ",".join(g["demand"] for _, g in members) + "]").encode()
         inventory = target.read_bytes()
         sha = hashlib.sha256(inventory).hexdigest()
@@ -640,34 +655,37 @@ def _place(root: Path, store: Store, context: dict[str, Any], files: list[_File]
                 packed = _pack(store, target, path, sha, pool_name, pool,
                                [g for _, g in members], writes, ahead or _Ahead())
                 outcomes.direct.update(packed)
-                if isinstance(store, _Nowhere):  # nothing is stored: the rows only tell which gangs were packed
-                    rows = [[k, packed[k].placement.placed, packed[k].placement.reason, ""] for k in keys]
-                    exact = False
+                data = outcomes_json(packed)
+                back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
+                exact = back is not None and all(same(back[k], o) for k, o in packed.items())
+                if exact:
+                    writes.append(("plan", digest(code_fingerprint(), key), orjson.dumps(data)))
                 else:
-                    data = outcomes_json(packed)
-                    back = outcomes_from_json(orjson.loads(orjson.dumps(data)))
-                    exact = back is not None and all(same(back[k], o) for k, o in packed.items())
-                    if exact:
-                        writes.append(("plan", digest(code_fingerprint(), key), orjson.dumps(data)))
-                    else:
-                        outcomes.inexact.update(packed)
-                    rows = _memo_rows(data, keys)
-                    if rows is None:
-                        raise _Whole
+                    outcomes.inexact.update(packed)
+                rows = _memo_rows(data, keys)
+                if rows is None:
+                    raise _Whole
             if exact:  # rows that do not read back as the outcomes they came from are never stored
                 writes.append(("rows", rows_key, orjson.dumps(rows)))
-        for (f, g), (_, placed, reason, text) in zip(members, rows):
-            outcomes.rows[g["key"]] = text
-            if not placed:
-                if pool["strict"]:
-                    raise _Whole
-                warnings.append(Diagnostic(f"group '{g['name']}' cannot be placed: {reason}", _gang_pos(root, f, g),
-                                           "warning"))
+        _note_unplaced(root, pool, members, rows, outcomes, warnings)
     return outcomes, lock_lines([g["key"] for _, g in arrived]), warnings
 
 
+def _note_unplaced(root: Path, pool: dict[str, Any], members: list[tuple[_File, dict[str, Any]]],
+                   rows: list[list[Any]], outcomes: _Outcomes, warnings: list[Diagnostic]) -> None:
+    """Each gang's row into ``outcomes``, and a warning for each gang not placed (the whole pipeline reports
+    one a strict pool cannot place)."""
+    for (f, g), (_, placed, reason, text) in zip(members, rows):
+        outcomes.rows[g["key"]] = text
+        if not placed:
+            if pool["strict"]:
+                raise _Whole
+            warnings.append(Diagnostic(f"group '{g['name']}' cannot be placed: {reason}", _gang_pos(root, f, g),
+                                       "warning"))
+
+
 def _pack(store: Store, target: Path, path: str, sha: str, pool_name: str, pool: dict[str, Any],
-          members: list[dict[str, Any]], writes: list[tuple[str, str, bytes]], ahead: _Ahead
+          members: list[dict[str, Any]], writes: list[_Entry], ahead: _Ahead
           ) -> dict[str, GangOutcome]:
     """Pack a pool's gangs (their summaries, in arrival order) into the inventory at ``target`` (whose bytes have
     SHA-256 ``sha``), with what was read and packed ``ahead``."""
@@ -688,7 +706,7 @@ def _pack(store: Store, target: Path, path: str, sha: str, pool_name: str, pool:
     return {g.key: GangOutcome(plan.gangs[g.key], gang_hash(plan.levels, plan.gangs[g.key])) for g in gangs}
 
 
-def _inventory(store: Store, target: Path, path: str, sha: str, writes: list[tuple[str, str, bytes]]) -> Inventory:
+def _inventory(store: Store, target: Path, path: str, sha: str, writes: list[_Entry]) -> Inventory:
     """The inventory at ``target``: its nodes from an ``inventory`` entry keyed by its bytes (a compact JSON list
     of the nodes, read in a fraction of the YAML's time), else read and, when it is a compact inventory
     (positions come from the file, read again only for a message), stored."""
@@ -753,7 +771,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
     from toporender.placement.outcomes import annotate_objects
 
     fresh: list[dict[str, Any]] = []
-    emits: list[tuple[str, bytes]] = []
+    emits: list[tuple[str, bytes | memoryview]] = []
     pool_objects = context["pool_objects"]
     out.pieces = list(dump_chunks(pool_objects, fmt))
     out.head = len(out.pieces)
@@ -778,7 +796,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
                 missing.append(f)
     if missing:
         rebuild(missing)
-    written: dict[str, bytes] = {}
+    written: dict[str, bytes | memoryview] = {}
     if workers is not None and as_json:
         written = _write_spread(workers, fmt, context, as_json, outcomes, keep=not isinstance(store, _Nowhere))
     else:
@@ -820,25 +838,45 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
 
 
 def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: list[tuple[_File, str]],
-                  outcomes: _Outcomes, keep: bool) -> dict[str, bytes]:
+                  outcomes: _Outcomes, keep: bool) -> dict[str, bytes | memoryview]:
     """Each of ``files`` (a file a worker built and spilled, with its ``emit`` key) annotated with its outcomes
     and written by ``workers``, chunks of files each checked with the pool objects; by ``emit`` key. ``keep``:
-    the files were spilled as JSON (else in :mod:`marshal`'s format)."""
+    the files were spilled as JSON (else in :mod:`marshal`'s format).
+
+    The workers write each chunk's bytes to a file of the spill folder, and this process maps it: sent through
+    the pool's pipe, the bytes of a 1M-GPU render (400 MB) were copied three times more and cost a CPU-second
+    in page faults of this process alone. A mapping stays readable after the folder is removed."""
+    import mmap
+
     given = (fmt, {name: pool["pin"] for name, pool in context["pools"].items()}, context["pool_objects"],
              context["kai"], keep)
+    assert files[0][0].spilled is not None
+    spill = os.path.dirname(files[0][0].spilled[0])  # where the workers spilled every file they built
 
-    def chunks() -> Iterator[tuple[_Given, list[_Spilled]]]:
-        for c in _chunks(len(files), workers.jobs):
+    def chunks() -> Iterator[tuple[_Given, str, list[_Spilled]]]:
+        for n, c in enumerate(_chunks(len(files), workers.jobs)):
             items = []
             for f, _ in files[c.start:c.stop]:
                 assert f.spilled is not None
                 gangs = f.summary["gangs"]
                 items.append((f.spilled, [{"tasks": g["tasks"], "pool": g["pool"]} for g in gangs],
                               [outcomes.outcome(g["key"]) if g["key"] in outcomes.rows else None for g in gangs]))
-            yield given, items
+            yield given, os.path.join(spill, f"out-{n}"), items
 
-    written = [data for chunk in workers.map(_write_chunk, chunks(), window=4 * workers.jobs) for data in chunk]
-    return {key: data for (_, key), data in zip(files, written)}
+    written: list[bytes | memoryview] = []
+    for path, sizes in workers.map(_write_chunk, chunks(), window=4 * workers.jobs):
+        if not sum(sizes):
+            written += [b""] * len(sizes)
+            continue
+        with open(path, "rb") as fh:
+            view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        if len(view) != sum(sizes):
+            raise _Whole
+        offset = 0
+        for size in sizes:
+            written.append(view[offset:offset + size])
+            offset += size
+    return {key: data for (_, key), data in zip(files, written, strict=True)}
 
 
 _Spilled = tuple[tuple[str, int, int], list[dict[str, Any]], list["GangOutcome | None"]]
@@ -850,9 +888,10 @@ _Given = tuple[str, dict[str, str], list[dict[str, Any]], str, bool]
 schema version, and whether the objects were spilled as JSON (else in :mod:`marshal`'s format)."""
 
 
-def _write_chunk(item: tuple[_Given, list[_Spilled]]) -> list[bytes]:
-    """In a worker: each file's objects (as spilled) annotated with their gangs' outcomes and written; raises
-    :class:`_Whole` when the output check finds a problem, for the whole pipeline to report."""
+def _write_chunk(item: tuple[_Given, str, list[_Spilled]]) -> tuple[str, list[int]]:
+    """In a worker: each file's objects (as spilled) annotated with their gangs' outcomes and written, one after
+    the other, to a new file at the path given; returns it and each file's length. Raises :class:`_Whole` when
+    the output check finds a problem, for the whole pipeline to report."""
     import marshal
 
     import orjson
@@ -861,7 +900,7 @@ def _write_chunk(item: tuple[_Given, list[_Spilled]]) -> list[bytes]:
     from toporender.placement.outcomes import annotate_objects
     from toporender.validation import output_problems
 
-    (fmt, pins, pool_objects, kai, as_json), items = item
+    (fmt, pins, pool_objects, kai, as_json), path, items = item
     loads = orjson.loads if as_json else marshal.loads
     fresh: list[dict[str, Any]] = []
     out: list[bytes] = []
@@ -875,7 +914,9 @@ def _write_chunk(item: tuple[_Given, list[_Spilled]]) -> list[bytes]:
         out.append(b"".join(dump_chunks(flat, fmt)))
     if output_problems(pool_objects + fresh, kai_version=kai):
         raise _Whole
-    return out
+    with open(path, "xb") as fh:
+        fh.writelines(out)
+    return path, [len(data) for data in out]
 
 
 def _stored_objects(store: Store, f: _File) -> list[list[list[dict[str, Any]]]] | None:
