@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache, lru_cache
 from importlib import resources
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ._common import format_path
@@ -266,12 +267,14 @@ def registry() -> dict[tuple[str, str], dict[str, CrdDoc]]:
     return out
 
 
-def known_groups() -> dict[str, list[str]]:
-    """API group -> kinds we hold a schema for; used to tell a wrong kind from a foreign group."""
+@lru_cache(maxsize=1)
+def known_groups() -> Mapping[str, tuple[str, ...]]:
+    """API group -> kinds we hold a schema for; used to tell a wrong kind from a foreign group. Worked out
+    once per process (every object outside the CRD groups, a Service for each gang, asks)."""
     groups: dict[str, list[str]] = {}
     for group, kind in registry():
         groups.setdefault(group, []).append(kind)
-    return {g: sorted(k) for g, k in groups.items()}
+    return MappingProxyType({g: tuple(sorted(k)) for g, k in groups.items()})
 
 
 def select(group: str, kind: str, variants: dict[str, str]) -> CrdDoc | None:

@@ -63,19 +63,22 @@ def kai_podgroup(obj: dict[str, Any], kai_version: str) -> list[Problem]:
     subgroups = [sg for sg in raw if isinstance(sg, dict)] if isinstance(raw, list) else []
     names: dict[str, int] = {}
     for i, sg in enumerate(subgroups):
-        path = f"spec.subGroups[{i}]"
         name = sg.get("name")
         if not isinstance(name, str):
             continue
         # KAI main's CRD already enforces the label pattern, but not the 63-character limit.
         msg = dns_label_problem(name) if not main or len(name) > 63 else None
         if msg:
-            out.append((f"{path}.name", msg + " (it becomes the pod label value kai.scheduler/subgroup-name)"))
+            out.append((f"spec.subGroups[{i}].name",
+                        msg + " (it becomes the pod label value kai.scheduler/subgroup-name)"))
         if name in names:
-            out.append((f"{path}.name", f"duplicate subgroup name {name!r} (also spec.subGroups[{names[name]}])"))
+            out.append((f"spec.subGroups[{i}].name",
+                        f"duplicate subgroup name {name!r} (also spec.subGroups[{names[name]}])"))
         else:
             names[name] = i
-        out.extend(_constraint(sg.get("topologyConstraint"), f"{path}.topologyConstraint"))
+        tc = sg.get("topologyConstraint")
+        if tc is not None:
+            out.extend(_constraint(tc, f"spec.subGroups[{i}].topologyConstraint"))
     children: dict[str | None, list[str]] = {}
     for i, sg in enumerate(subgroups):
         parent = sg.get("parent")
@@ -86,54 +89,43 @@ def kai_podgroup(obj: dict[str, Any], kai_version: str) -> list[Problem]:
     if cycle:
         out.append(("spec.subGroups", "cycle detected in subgroups: " + " -> ".join(cycle)))
     if main:
-        out.extend(_min_fields(spec, "spec", children.get(None, []), is_root=True))
+        out.extend(_min_fields(spec, None, children.get(None, [])))
         for i, sg in enumerate(subgroups):
             name = sg.get("name")
-            out.extend(
-                _min_fields(
-                    sg,
-                    f"spec.subGroups[{i}]",
-                    children.get(name, []) if isinstance(name, str) else [],
-                    is_root=False,
-                )
-            )
+            out.extend(_min_fields(sg, i, children.get(name, []) if isinstance(name, str) else []))
     return out
 
 
-def _min_fields(node: dict[str, Any], path: str, kids: Sequence[str], is_root: bool) -> list[Problem]:
-    out: list[Problem] = []
+def _min_fields(node: dict[str, Any], index: int | None, kids: Sequence[str]) -> list[Problem]:
+    """The minMember / minSubGroup rules of the PodGroup's spec (``index`` None) or of its subgroup ``index``;
+    paths and names are written only for a problem (every PodGroup of a render passes through here)."""
     min_member, min_sub = node.get("minMember"), node.get("minSubGroup")
+    is_root = index is None
+    found: list[tuple[str, str]] = []  # (field, rule), worded below
     mm = as_int(min_member)
-    who = "the PodGroup" if is_root else f"subgroup {node.get('name')!r}"
     if mm is not None and mm > 0 and min_sub is not None:
-        out.append((path, f"{who}: minMember and minSubGroup are mutually exclusive"))
+        found.append(("", "minMember and minSubGroup are mutually exclusive"))
     if not is_root:
         if not kids:
             if min_member is None:
-                out.append((f"{path}.minMember", f"{who}: minMember is required on a leaf subgroup"))
+                found.append((".minMember", "minMember is required on a leaf subgroup"))
             if min_sub is not None:
-                out.append((f"{path}.minSubGroup", f"{who}: minSubGroup cannot be set on a leaf SubGroup"))
+                found.append((".minSubGroup", "minSubGroup cannot be set on a leaf SubGroup"))
         elif mm is not None and mm > 0:
-            out.append(
-                (
-                    f"{path}.minMember",
-                    f"{who}: minMember cannot be set on a mid-level SubGroup (has child "
-                    "SubGroups); use minSubGroup instead (KAI >= v0.15 rejects it on "
-                    "create)",
-                )
-            )
+            found.append((".minMember", "minMember cannot be set on a mid-level SubGroup (has child SubGroups); "
+                                        "use minSubGroup instead (KAI >= v0.15 rejects it on create)"))
     ms = as_int(min_sub)
     if min_sub is not None and ms is not None and (is_root or kids):
         if ms <= 0:
-            out.append((f"{path}.minSubGroup", f"{who}: minSubGroup must be greater than 0"))
+            found.append((".minSubGroup", "minSubGroup must be greater than 0"))
         elif ms > len(kids):
-            out.append(
-                (
-                    f"{path}.minSubGroup",
-                    f"{who}: minSubGroup ({ms}) exceeds the number of direct child SubGroups ({len(kids)})",
-                )
-            )
-    return out
+            found.append((".minSubGroup",
+                          f"minSubGroup ({ms}) exceeds the number of direct child SubGroups ({len(kids)})"))
+    if not found:
+        return []
+    path = "spec" if is_root else f"spec.subGroups[{index}]"
+    who = "the PodGroup" if is_root else f"subgroup {node.get('name')!r}"
+    return [(path + field, f"{who}: {rule}") for field, rule in found]
 
 
 def _find_cycle(subgroups: list[dict[str, Any]]) -> list[str] | None:
