@@ -157,6 +157,26 @@ def test_a_spill_folder_without_room_renders_in_one_process(tmp_path: Path, pass
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
 
 
+_WRITE_CHUNK = rerender._write_chunk
+
+
+def _short_output(item: object) -> tuple[str, list[int]]:
+    path, sizes = _WRITE_CHUNK(item)  # type: ignore[arg-type]
+    os.truncate(path, sum(sizes) - 1)
+    return path, sizes
+
+
+def test_written_output_that_is_not_what_the_worker_said_renders_in_one_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main process maps each chunk's output file and slices it by the lengths the worker sent: a file
+    shorter than they say (truncated) is never written out as it is."""
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo)
+    monkeypatch.setattr(rerender, "_write_chunk", _short_output)
+    result = spread(repo, "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+
+
 @pytest.mark.parametrize("pass_", ["_build_chunk", "_write_chunk"])
 def test_a_worker_that_dies_ends_render_with_a_message(tmp_path: Path, pass_: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
