@@ -1,5 +1,5 @@
 """Worker processes: results in order, items taken as the workers need them, every error raised, one start for
-several maps."""
+several maps; which repos are worth them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toporender.jobs import Workers, map_in_processes
+from toporender.jobs import SPREAD_FROM_BYTES, SPREAD_FROM_FILES, Workers, map_in_processes, worth_spreading
 
 
 def _setup(offset: int) -> None:
@@ -91,3 +91,27 @@ def test_without_a_window_every_item_is_handed_over_at_once() -> None:
     with Workers(2, _setup, (0,)) as workers:
         workers.map(_square, items(), lambda results: seen.append(len(pulled)))
     assert seen == [40]
+
+
+MIB = SPREAD_FROM_BYTES
+
+
+@pytest.mark.parametrize(("sizes", "spread"), [
+    ([], False),
+    ([1000] * (SPREAD_FROM_FILES - 1), False),  # 255 small files: the workers would cost more than they save
+    ([1] * SPREAD_FROM_FILES, True),  # many files, however small
+    ([MIB - 1], False),
+    ([MIB], True),  # one large file
+    ([61_000] * 16, False),  # the render benchmark's files: 16 of them are not quite a MiB
+    ([61_000] * 18, True),
+])
+def test_worth_spreading(sizes: list[int], spread: bool) -> None:
+    assert worth_spreading(sizes) is spread
+
+
+def test_worth_spreading_takes_sizes_only_as_far_as_it_needs() -> None:
+    def sizes() -> Iterator[int]:
+        yield MIB
+        raise AssertionError("read past the decision")
+
+    assert worth_spreading(sizes())

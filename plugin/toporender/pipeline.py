@@ -26,6 +26,7 @@ from toporender.build.templates.policy import check_templates
 from toporender.cache import Found, Plans, Store, diagnostics_from_json, diagnostics_to_json, find, pack_entry
 from toporender.errors import Diagnostic, DiagnosticSink, Position, UserError, fail
 from toporender.expand.gangs import Gang, check_config, expand, resolve_namespace
+from toporender.jobs import worth_spreading
 from toporender.load.models import RepoConfig
 from toporender.load.repo import (
     CONFIG_FILE,
@@ -355,10 +356,6 @@ def _positioned(repo: Repo, objects: list[dict[str, Any]], owners: list[Gang | N
     return errors
 
 
-PARALLEL_FROM_FILES = 256
-"""Repos with fewer workflow files are planned in this process: starting workers costs more than it saves."""
-
-
 def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[tuple[str, Any]]:
     """(pool name, PlacementPlan) for every pool of the repo that has an inventory (``toporender plan``).
 
@@ -367,11 +364,12 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     order: files that cannot be loaded, else the config's cross-field problems, else everything wrong in
     expanding and building.
 
-    With ``jobs`` > 1 and at least :data:`PARALLEL_FROM_FILES` files, worker processes read the files (chunks of
-    them, results taken in file order) while this process reads the inventory, builds its topology tree and compiles
-    the gangs for the packer as they come; a large pool's packer packs each gang as soon as the gangs before it in
-    arrival order have come (:class:`~toporender.placement.stage.PackAhead`). Any problem they meet sends the repo
-    through this process one file at a time, so messages and their order never depend on ``jobs``."""
+    With ``jobs`` > 1 and files worth it (:func:`toporender.jobs.worth_spreading`), worker processes read the
+    files (chunks of them, results taken in file order) while this process reads the inventory, builds its
+    topology tree and compiles the gangs for the packer as they come; a large pool's packer packs each gang as
+    soon as the gangs before it in arrival order have come (:class:`~toporender.placement.stage.PackAhead`). Any
+    problem they meet sends the repo through this process one file at a time, so messages and their order never
+    depend on ``jobs``."""
     from toporender.placement.outcomes import load_order
     from toporender.placement.stage import PackAhead, compile_ahead, plan_pools
 
@@ -402,13 +400,21 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
             return
 
     planned = None
-    if jobs > 1 and len(paths) >= PARALLEL_FROM_FILES and not config_sink.errors:
+    if jobs > 1 and not config_sink.errors and worth_spreading(_size(root / p) for p in paths):
         planned = _plan_in_processes(repo, paths, jobs, meanwhile)
     queued, demands = planned or _plan_here(repo, paths, config_sink)
     inv = _inventory_in_repo(root, inventory)
     return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
                                                            inventories=inventories, trees=trees, compiled=compiled,
                                                            ahead=ahead[0] if planned and ahead else None)]
+
+
+def _size(path: Path) -> int:
+    """A file's size, 0 when it cannot be read (reading it reports that)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _plan_here(repo: Repo, paths: list[str], config_sink: DiagnosticSink) -> tuple[list[Queued], dict[str, Any]]:

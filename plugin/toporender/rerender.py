@@ -57,6 +57,7 @@ from toporender.cache import (
     render_key,
 )
 from toporender.errors import Diagnostic, Position, UserError
+from toporender.jobs import worth_spreading
 from toporender.options import RenderOptions
 
 if TYPE_CHECKING:
@@ -73,11 +74,6 @@ MAX_OBJECTS = 1_000_000
 MAX_WORKFLOW_FILES = 10_000
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 """:mod:`toporender.load.repo`'s limits, past which the whole pipeline reports the repo."""
-SPREAD_FROM_FILES = 256
-""":data:`toporender.pipeline.PARALLEL_FROM_FILES`: with fewer files to build or write, starting worker processes
-costs more than it saves."""
-
-
 class _Whole(Exception):
     """This render goes to the whole pipeline."""
 
@@ -133,8 +129,8 @@ def render_stream(root: Path, options: RenderOptions, fmt: str, store: Store | N
     when it holds no whole render of these inputs (``found``: a lookup made already with
     :func:`toporender.cache.find`).
 
-    With ``jobs`` > 1, worker processes build and write the files when there are at least
-    :data:`SPREAD_FROM_FILES` of them to build (without a cache, every file: the render goes file by file with a
+    With ``jobs`` > 1, worker processes build and write the files when those to build are worth it
+    (:func:`toporender.jobs.worth_spreading`; without a cache, every file: the render goes file by file with a
     cache that holds nothing and keeps nothing)."""
     taken = None
     if store is not None:
@@ -144,7 +140,7 @@ def render_stream(root: Path, options: RenderOptions, fmt: str, store: Store | N
         taken = found.taken if found is not None else None
     elif jobs > 1:
         taken = render_key(root, f"stream-{fmt} {options!r}", options.inventory, contents=False)
-        if taken is not None and len(taken.files) < SPREAD_FROM_FILES:
+        if taken is not None and not worth_spreading(size for _, _, size in taken.files):
             taken = None
     if taken is not None:
         try:
@@ -223,7 +219,7 @@ def _summary(data: Any) -> dict[str, Any] | None:
 def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: Taken, jobs: int = 1
              ) -> _Render | None:
     """The render of ``root`` from the per-file entries, building the files without one; None when the
-    repo is not one to render this way. With ``jobs`` > 1 and at least :data:`SPREAD_FROM_FILES` files to build,
+    repo is not one to render this way. With ``jobs`` > 1 and files to build worth it (:func:`worth_spreading`),
     worker processes build them and, once placed, annotate and write them (:class:`_Ahead` says what this process
     does meanwhile)."""
     files = taken.files
@@ -238,7 +234,7 @@ def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: 
         summary = _summary(_read_json(store, "file", key)) if context is not None else None
         loaded.append(_File(rel, key, summary) if summary is not None else key)
     new_context = context is None
-    spread = jobs > 1 and sum(isinstance(f, str) for f in loaded) >= SPREAD_FROM_FILES
+    spread = jobs > 1 and worth_spreading(size for (_, _, size), f in zip(files, loaded) if isinstance(f, str))
     with contextlib.ExitStack() as stack:
         workers = None
         if spread:
@@ -388,7 +384,15 @@ def _workers(jobs: int, root: Path, options: RenderOptions, taken: Taken, spill:
     """The worker processes of a render spread over them, set up with what :func:`_build_chunk` needs: the
     folder ``spill`` keeps the objects they build until they write them, so that this process never holds them
     (a tenth of a million-GPU render's memory): as JSON when the render is kept (``keep``: the cache stores
-    them as they are), else in :mod:`marshal`'s format, three times faster to write and read back exactly."""
+    them as they are), else in :mod:`marshal`'s format, three times faster to write and read back exactly.
+
+    The modules the workers and this process run meanwhile are imported first, so that the workers, forked at
+    their first task, inherit them: imported after, each of the three processes imported the pipeline on its
+    own (0.14 s of CPU each, a tenth of a 10,000-Pod render's)."""
+    import toporender.emit.stream
+    import toporender.pipeline
+    import toporender.placement.stage
+    import toporender.validation  # noqa: F401
     from toporender.jobs import Workers
 
     return Workers(jobs, _spread_worker, ((root, options, taken, spill, keep),))

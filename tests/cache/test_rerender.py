@@ -199,7 +199,6 @@ def test_limits_match_the_renderer() -> None:
 
     assert (rerender.MAX_OBJECTS, rerender.MAX_WORKFLOW_FILES, rerender.MAX_TOTAL_BYTES) == \
         (MAX_OBJECTS, repo.MAX_WORKFLOW_FILES, repo.MAX_TOTAL_BYTES)
-    assert rerender.SPREAD_FROM_FILES == pipeline.PARALLEL_FROM_FILES
     assert cache.MAX_INPUT_BYTES == MAX_INVENTORY_BYTES
 
 

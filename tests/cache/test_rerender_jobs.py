@@ -23,7 +23,7 @@ from toporender import pipeline, rerender
 @pytest.fixture(autouse=True)
 def spread_small_repos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every repo of these tests is spread over workers, and the spill folder goes to a folder of the test's."""
-    monkeypatch.setattr(rerender, "SPREAD_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     spill = tmp_path / "tmp"
     spill.mkdir()
     monkeypatch.setenv("TMPDIR", str(spill))
@@ -130,7 +130,7 @@ def test_a_cold_spread_render_fills_the_cache_for_one_file_edits(tmp_path: Path,
     edited file, in this process (one file is too few to spread)."""
     repo = many_files(tmp_path / "repo")
     assert_spread_same(repo)
-    monkeypatch.setattr(rerender, "SPREAD_FROM_FILES", 2)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 2)
     built = files_built_here(monkeypatch)
     (repo / "workflows/w02.yaml").write_text(job("w02", replicas=2, gpu=2))
     assert_spread_same(repo)

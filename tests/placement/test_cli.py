@@ -117,7 +117,7 @@ def test_plan_reports_what_render_reports(tmp_path: Path, files: dict[str, str],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """``plan`` reads a repo one workflow at a time, or in worker processes; its problems are still the
     render's, in the render's order."""
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     write_repo(tmp_path, {"toporender.yaml": _CONFIG, "nodes.yaml": _INVENTORY, **files})
     plan, render = run("plan", str(tmp_path), "--jobs", jobs), run("render", "--no-cache", str(tmp_path))
     assert plan.exit_code == render.exit_code == 1, plan.output
@@ -145,7 +145,7 @@ def test_plan_is_the_same_whatever_the_jobs(scale_repo: Path, jobs: str, start_m
     packer while they did (packing compiled none)."""
     one = run("plan", str(scale_repo), "--format", "json", "--jobs", "1")
     assert one.exit_code == 0, one.output
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     monkeypatch.setattr(jobs_module, "START_METHOD", start_method)
 
     def never(*_: object) -> None:
@@ -204,7 +204,7 @@ def test_plan_packs_while_the_workers_read(scale_repo: Path, tmp_path: Path, var
     repo = _variant(scale_repo, tmp_path / "repo", **variant)
     one = run("plan", str(repo), "--format", "json", "--jobs", "1")
     assert one.exit_code == 0, one.output
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     at_end = run("plan", str(repo), "--format", "json", "--jobs", "2")
     monkeypatch.setattr(packer, "STREAM_MIN_NODES", 1)
     taken: dict[str, int] = {}
@@ -237,7 +237,7 @@ def test_plan_packs_from_scratch_when_packing_ahead_fails(scale_repo: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A packer that fails while the workers read leaves every pool to be packed at the end, from scratch."""
     one = run("plan", str(scale_repo), "--format", "json", "--jobs", "1")
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     monkeypatch.setattr(packer, "STREAM_MIN_NODES", 1)
     feed = stage.PackAhead._feed
     calls: list[int] = []
@@ -263,7 +263,7 @@ def _killed(_: object) -> None:
 
 
 def test_a_worker_that_dies_ends_plan_with_a_message(scale_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     monkeypatch.setattr(pipeline, "_plan_chunk", _killed)
     r = run("plan", str(scale_repo), "--format", "json", "--jobs", "2")
     assert r.exit_code == 3 and r.stdout == ""
@@ -275,7 +275,7 @@ def test_ctrl_c_stops_the_workers_and_writes_nothing(scale_repo: Path, monkeypat
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "PARALLEL_FROM_FILES", 1)
+    monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
     monkeypatch.setattr(pipeline, "_read_inventories", interrupted)
     r = run("plan", str(scale_repo), "--format", "json", "--jobs", "2")
     assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.stderr
