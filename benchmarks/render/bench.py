@@ -3,7 +3,9 @@
 Each figure is the median of several runs after a warm-up, with the range, and every baseline
 is measured in the same run on the same machine, in rounds that run every command once, so ratios
 stay meaningful when the machine is busy. Wall time is taken around the child process (interpreter
-start included); peak RSS is the child's own ``ru_maxrss`` from ``os.wait4``.
+start included); peak RSS is the child's own ``ru_maxrss`` from ``os.wait4``, and for the 10,000-Pod renders,
+which spread over worker processes where there are several CPUs, the sum of the peaks of every process of
+the command (``timing.TreePeaks``).
 
 ``python benchmarks/render/bench.py [--runs N]`` prints table rows (``benchmarks/run.py`` adds
 the header); the exit status is 1 when a target is missed.
@@ -58,6 +60,8 @@ class Command:
 
     argv: list[str]
     stdout_path: Path | None = None
+    tree: bool = False
+    """Peak RSS summed over the processes the command starts."""
 
 
 def spread(k: int, runs: int) -> set[int]:
@@ -73,13 +77,13 @@ def in_rounds(commands: dict[str, Command], runs: int, fewer: dict[str, int] | N
     (the render against kustomize, the cold start against the imports) compare figures of the same moments."""
     fewer = fewer or {}
     for c in commands.values():
-        run_child(c.argv, stdout_path=c.stdout_path)
+        run_child(c.argv, stdout_path=c.stdout_path, tree=c.tree)
     rounds = {name: spread(fewer.get(name, runs), runs) for name in commands}
     samples: dict[str, list[Child]] = {name: [] for name in commands}
     for r in range(runs):
         for name, c in commands.items():
             if r in rounds[name]:
-                samples[name].append(run_child(c.argv, stdout_path=c.stdout_path))
+                samples[name].append(run_child(c.argv, stdout_path=c.stdout_path, tree=c.tree))
     return samples
 
 
@@ -161,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         if kinds.count("Pod") != TOTAL_PODS:
             raise SystemExit(f"expected {TOTAL_PODS} Pods, rendered {kinds.count('Pod')}")
         commands = {
-            "json": render_json,
-            "yaml": Command([*cmd, "render", str(repo)], yaml_out),
+            "json": Command(render_json.argv, json_out, tree=True),
+            "yaml": Command([*cmd, "render", str(repo)], yaml_out, tree=True),
             "cold": Command([*cmd, "render", str(REPO / "examples" / "single-rack")]),
             "bare": Command([sys.executable, "-c", "pass"]),
             "deps": Command([sys.executable, "-c", f"import {DEPENDENCIES}"]),
@@ -245,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     small_rss = Figure([s.rss_mib for s in cold], "MiB")
     ok = verdict(rss.median, RSS_TARGET_MIB)
     failed |= ok != "pass"
-    rows.append(row(f"4. peak RSS, {label} (larger of JSON/YAML run) <= {RSS_TARGET_MIB} MiB", rss.text(),
-                    f"render examples/single-rack: {small_rss.text()}", f"{rss.median / small_rss.median:.2f}x", ok))
+    rows.append(row(f"4. peak RSS, {label} (larger of JSON/YAML run, all processes) <= {RSS_TARGET_MIB} MiB",
+                    rss.text(), f"render examples/single-rack: {small_rss.text()}",
+                    f"{rss.median / small_rss.median:.2f}x", ok))
     print("\n".join(rows), flush=True)
     return 1 if failed else 0
 
