@@ -74,6 +74,8 @@ MAX_OBJECTS = 1_000_000
 MAX_WORKFLOW_FILES = 10_000
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 """:mod:`toporender.load.repo`'s limits, past which the whole pipeline reports the repo."""
+
+
 class _Whole(Exception):
     """This render goes to the whole pipeline."""
 

@@ -210,9 +210,10 @@ def gang_hash(levels: tuple[str, ...], gang: GangPlacement) -> str:
            "reason": None if gang.placed else gang.reason}
     try:
         text = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        standard = orjson_is_standard(text)
     except TypeError:
-        text = b"\x80"
-    if not orjson_is_standard(text):
+        standard = False
+    if not standard:
         text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     return hashlib.sha256(text).hexdigest()
 
