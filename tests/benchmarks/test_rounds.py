@@ -26,13 +26,14 @@ def test_fewer_runs_are_spread_over_the_rounds(k: int, runs: int, rounds: set[in
 def test_each_round_runs_every_command_once_after_one_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
-    def fake_run_child(argv: list[str], *, stdout_path: Path | None = None) -> Any:
-        calls.append(argv[0])
+    def fake_run_child(argv: list[str], *, stdout_path: Path | None = None, tree: bool = False) -> Any:
+        calls.append(argv[0] + ("+tree" if tree else ""))
         return len(calls)
 
     monkeypatch.setitem(BENCH.in_rounds.__globals__, "run_child", fake_run_child)
-    commands = {name: BENCH.Command([name]) for name in ("json", "kustomize", "cold")}
+    commands = {name: BENCH.Command([name], tree=name == "json") for name in ("json", "kustomize", "cold")}
     samples = BENCH.in_rounds(commands, 4, {"kustomize": 2})
-    assert calls == ["json", "kustomize", "cold",  # warm-up
-                     "json", "kustomize", "cold", "json", "cold", "json", "kustomize", "cold", "json", "cold"]
+    assert calls == ["json+tree", "kustomize", "cold",  # warm-up; the render's peak is summed over its processes
+                     "json+tree", "kustomize", "cold", "json+tree", "cold", "json+tree", "kustomize", "cold",
+                     "json+tree", "cold"]
     assert samples == {"json": [4, 7, 9, 12], "kustomize": [5, 10], "cold": [6, 8, 11, 13]}
