@@ -39,7 +39,7 @@ from toporender.load.repo import (
     load_repo_config,
     load_workflow,
     read_workflow,
-    workflow_paths,
+    workflow_sizes,
 )
 from toporender.load.yaml_source import Document
 from toporender.options import RenderOptions
@@ -377,7 +377,8 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     repo = Repo(root, config_doc, config, ())
     config_sink = DiagnosticSink()
     _check_repo_config(repo, config_sink)
-    paths = workflow_paths(root, config)
+    sizes = workflow_sizes(root, config)
+    paths = [rel for rel, _ in sizes]
     inventories: dict[str, Any] = {}
     trees: dict[str, Any] = {}
     compiled: dict[str, dict[str, Any]] = {}
@@ -400,21 +401,13 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
             return
 
     planned = None
-    if jobs > 1 and not config_sink.errors and worth_spreading(_size(root / p) for p in paths):
+    if jobs > 1 and not config_sink.errors and worth_spreading(size for _, size in sizes):
         planned = _plan_in_processes(repo, paths, jobs, meanwhile)
     queued, demands = planned or _plan_here(repo, paths, config_sink)
     inv = _inventory_in_repo(root, inventory)
     return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
                                                            inventories=inventories, trees=trees, compiled=compiled,
                                                            ahead=ahead[0] if planned and ahead else None)]
-
-
-def _size(path: Path) -> int:
-    """A file's size, 0 when it cannot be read (reading it reports that)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _plan_here(repo: Repo, paths: list[str], config_sink: DiagnosticSink) -> tuple[list[Queued], dict[str, Any]]:

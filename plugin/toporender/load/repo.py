@@ -190,14 +190,21 @@ def iter_workflows(root: Path, config: RepoConfig, sink: DiagnosticSink,
 def workflow_paths(root: Path, config: RepoConfig) -> list[str]:
     """The repo-relative paths of the repo's workflow files, in path order, each checked to stay inside the repo,
     and all of them together within :data:`MAX_TOTAL_BYTES` (else the error at the first file past it)."""
-    rels = discover(root, config.workflows, {CONFIG_FILE})
+    return [rel for rel, _ in workflow_sizes(root, config)]
+
+
+def workflow_sizes(root: Path, config: RepoConfig) -> list[tuple[str, int]]:
+    """:func:`workflow_paths`, each with its size in bytes."""
+    out = []
     total = 0
-    for rel in rels:
-        total += os.stat(os.path.join(root, rel)).st_size
+    for rel in discover(root, config.workflows, {CONFIG_FILE}):
+        size = os.stat(os.path.join(root, rel)).st_size
+        total += size
         if total > MAX_TOTAL_BYTES:
             raise fail(f"the workflow files add up to more than {MAX_TOTAL_BYTES // 2**20} MiB; split the repo "
                        "into several (one Argo CD application each)", Position(rel))
-    return rels
+        out.append((rel, size))
+    return out
 
 
 def read_workflow(root: Path, rel: str) -> WorkflowFile:
