@@ -859,6 +859,10 @@ def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: li
     assert files[0][0].spilled is not None
     spill = os.path.dirname(files[0][0].spilled[0])  # where the workers spilled every file they built
 
+    def out(n: int) -> str:
+        """Where chunk ``n``'s bytes are written."""
+        return os.path.join(spill, f"out-{n}")
+
     def chunks() -> Iterator[tuple[_Given, str, list[_Spilled]]]:
         for n, c in enumerate(_chunks(len(files), workers.jobs)):
             items = []
@@ -867,14 +871,14 @@ def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: li
                 gangs = f.summary["gangs"]
                 items.append((f.spilled, [{"tasks": g["tasks"], "pool": g["pool"]} for g in gangs],
                               [outcomes.outcome(g["key"]) if g["key"] in outcomes.rows else None for g in gangs]))
-            yield given, os.path.join(spill, f"out-{n}"), items
+            yield given, out(n), items
 
     written: list[bytes | memoryview] = []
-    for path, sizes in workers.map(_write_chunk, chunks(), window=4 * workers.jobs):
+    for n, sizes in enumerate(workers.map(_write_chunk, chunks(), window=4 * workers.jobs)):
         if not sum(sizes):
             written += [b""] * len(sizes)
             continue
-        with open(path, "rb") as fh:
+        with open(out(n), "rb") as fh:
             view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
         if len(view) != sum(sizes):
             raise _Whole
@@ -894,10 +898,10 @@ _Given = tuple[str, dict[str, str], list[dict[str, Any]], str, bool]
 schema version, and whether the objects were spilled as JSON (else in :mod:`marshal`'s format)."""
 
 
-def _write_chunk(item: tuple[_Given, str, list[_Spilled]]) -> tuple[str, list[int]]:
+def _write_chunk(item: tuple[_Given, str, list[_Spilled]]) -> list[int]:
     """In a worker: each file's objects (as spilled) annotated with their gangs' outcomes and written, one after
-    the other, to a new file at the path given; returns it and each file's length. Raises :class:`_Whole` when
-    the output check finds a problem, for the whole pipeline to report."""
+    the other, to a new file at the path given; returns each file's length. Raises :class:`_Whole` when the
+    output check finds a problem, for the whole pipeline to report."""
     import marshal
 
     import orjson
@@ -922,7 +926,7 @@ def _write_chunk(item: tuple[_Given, str, list[_Spilled]]) -> tuple[str, list[in
         raise _Whole
     with open(path, "xb") as fh:
         fh.writelines(out)
-    return path, [len(data) for data in out]
+    return [len(data) for data in out]
 
 
 def _stored_objects(store: Store, f: _File) -> list[list[list[dict[str, Any]]]] | None:
