@@ -94,6 +94,13 @@ class _File:
     spilled: tuple[str, int, int] | None = None
     """Where a worker that built the file wrote its ``objects`` entry instead: a file of the render's spill
     folder, the offset and the length."""
+    slots: list[int] | None = None
+    """For a file a worker spilled as the lines of the JSON stream with slots (:func:`_slot`) rather than as
+    objects: each gang's number of PodGroups, whose slots come before its pods' (one each)."""
+    at: list[int] | None = None
+    """Where each slot starts in those lines."""
+    longest: int = 0
+    """The longest of those lines, in bytes."""
 
     def objects_json(self) -> bytes | None:
         """The ``objects`` entry of a file built now, wherever it is kept."""
@@ -244,7 +251,7 @@ def _by_file(root: Path, options: RenderOptions, fmt: str, store: Store, taken: 
 
             spill = stack.enter_context(tempfile.TemporaryDirectory(prefix="toporender-"))
             workers = stack.enter_context(_workers(jobs, root, options, taken, spill,
-                                                   keep=not isinstance(store, _Nowhere)))
+                                                   keep=not isinstance(store, _Nowhere), fmt=fmt))
         ahead = _Ahead()
         if workers is not None:
             context, built = _build_spread(workers, taken, loaded,
@@ -382,11 +389,14 @@ def _marshal(objects: Any) -> bytes | None:
         return None
 
 
-def _workers(jobs: int, root: Path, options: RenderOptions, taken: Taken, spill: str, keep: bool) -> Workers:
+def _workers(jobs: int, root: Path, options: RenderOptions, taken: Taken, spill: str, keep: bool,
+             fmt: str) -> Workers:
     """The worker processes of a render spread over them, set up with what :func:`_build_chunk` needs: the
     folder ``spill`` keeps the objects they build until they write them, so that this process never holds them
     (a tenth of a million-GPU render's memory): as JSON when the render is kept (``keep``: the cache stores
-    them as they are), else in :mod:`marshal`'s format, three times faster to write and read back exactly.
+    them as they are); else, for a JSON stream (``fmt``), as the stream's lines with a slot for placement's
+    annotations where :func:`_slot` can, or in :mod:`marshal`'s format, three times faster than JSON to write
+    and read back exactly.
 
     The modules the workers and this process run meanwhile are imported first, so that the workers, forked at
     their first task, inherit them: imported after, each of the three processes imported the pipeline on its
@@ -397,7 +407,7 @@ def _workers(jobs: int, root: Path, options: RenderOptions, taken: Taken, spill:
     import toporender.validation  # noqa: F401
     from toporender.jobs import Workers
 
-    return Workers(jobs, _spread_worker, ((root, options, taken, spill, keep),))
+    return Workers(jobs, _spread_worker, ((root, options, taken, spill, keep, fmt),))
 
 
 def _chunks(count: int, jobs: int) -> list[range]:
@@ -438,13 +448,19 @@ _Built = tuple[dict[str, Any] | None, list[_File]]
 
 
 def _build_chunk(item: tuple[tuple[tuple[str, str, int], ...], list[_File | str], str]) -> _Built:
-    """In a worker: :func:`_build` of the files ``item`` names, their objects as JSON written to the spill folder
-    (a file whose objects do not read back from JSON exactly sends the render to the whole pipeline)."""
+    """In a worker: :func:`_build` of the files ``item`` names, written to the spill folder: as lines of the JSON
+    stream with slots where :func:`_slot` can (checked here, before the slots go in), else their objects (JSON
+    when the render is kept, else :mod:`marshal`'s format) for :func:`_write_chunk` to annotate, write and check.
+    A file whose objects do not read back exactly sends the render to the whole pipeline."""
     from dataclasses import replace
 
-    root, options, taken, spill, keep = _SPREAD[0]
+    root, options, taken, spill, keep, fmt = _SPREAD[0]
     files, loaded, name = item
-    context, built = _build(root, options, replace(taken, files=files), loaded, None if keep else _marshal)
+    slotting = fmt == "json" and not keep
+    context, built = _build(root, options, replace(taken, files=files), loaded,
+                            _unencoded if slotting else None if keep else _marshal)
+    if slotting and context is not None:
+        _slot(built, context)
     path = os.path.join(spill, name)
     offset = 0
     with open(path, "xb") as fh:
@@ -456,6 +472,80 @@ def _build_chunk(item: tuple[tuple[tuple[str, str, int], ...], list[_File | str]
             offset += len(f.stored)
             f.gangs = f.objects = f.stored = None
     return context, built
+
+
+def _unencoded(objects: Any) -> bytes:
+    """Nothing yet: :func:`_slot` writes the objects."""
+    return b""
+
+
+_SLOT_KEY = "\x00"
+"""The annotation key a slot is written as: ``,"\\u0000":""``, which no other part of a stream's line can
+hold (in a string, every quote is escaped) unless an object has this key elsewhere; such a file is kept as
+its objects."""
+_SLOT_BYTES = b',"\\u0000":""'
+
+
+def _slot(built: list[_File], context: dict[str, Any]) -> None:
+    """In a worker: each file's objects as the lines of the JSON stream, each PodGroup's and pod's annotations
+    ending with a slot for placement's (:func:`toporender.placement.outcomes.placement_notes`), for
+    :func:`_fill` to fill with bytes once placement is done: reading the objects back to annotate them cost
+    a tenth of a 1M-GPU render's CPU, with freeing them twice. Those files' objects are checked here, with the
+    pool objects, as they are before placement annotates them: no rule of the check reads the keys placement
+    writes, and the one rule its values bear on, the annotations' size, :func:`_fill` keeps.
+
+    A file holds slots only where the notes go at the end of the annotations: every slot's annotations a
+    non-empty mapping of its own, without the keys placement writes, in a pool that does not pin (that changes
+    the pods' affinity). Any other file is kept as its objects, in :mod:`marshal`'s format."""
+    from toporender.emit.stream import json_chunks
+    from toporender.placement.outcomes import PLACEMENT_NOTES
+    from toporender.validation import output_problems
+
+    pins = {name: pool["pin"] for name, pool in context["pools"].items()}
+
+    def annotations(f: _File) -> list[dict[str, Any]] | None:
+        """The annotations of the file's PodGroups and pods, in stream order, when each can take a slot."""
+        assert f.objects is not None
+        found = []
+        for g, (group_objects, pods) in zip(f.summary["gangs"], f.objects, strict=True):
+            if pins[g["pool"]] != "none":
+                return None
+            for obj in [o for o in group_objects if o.get("kind") == "PodGroup"] + pods:
+                meta = obj.get("metadata")
+                notes = meta.get("annotations") if meta.__class__ is dict else None
+                if notes.__class__ is not dict or not notes or _SLOT_KEY in notes \
+                        or any(key in notes for key in PLACEMENT_NOTES):
+                    return None
+                found.append(notes)
+        return found if len(set(map(id, found))) == len(found) else None
+
+    slotted = {id(f): found for f in built if f.stored is not None and (found := annotations(f)) is not None}
+    objects = [o for f in built if id(f) in slotted for group_objects, pods in f.objects or [] for o in
+               group_objects + pods]
+    if objects and output_problems(context["pool_objects"] + objects, kai_version=context["kai"]):
+        raise _Whole
+    for f in built:
+        if f.stored is None:
+            continue
+        assert f.objects is not None
+        if id(f) not in slotted:
+            f.stored = _marshal(f.objects)
+            continue
+        for mapping in slotted[id(f)]:
+            mapping[_SLOT_KEY] = ""
+        lines = b"".join(json_chunks([o for group_objects, pods in f.objects for o in group_objects + pods]))
+        at: list[int] = []
+        start = lines.find(_SLOT_BYTES)
+        while start >= 0 and len(at) <= len(slotted[id(f)]):
+            at.append(start)
+            start = lines.find(_SLOT_BYTES, start + len(_SLOT_BYTES))
+        if len(at) != len(slotted[id(f)]):  # an object of the file has the slot's key elsewhere
+            for mapping in slotted[id(f)]:
+                del mapping[_SLOT_KEY]
+            f.stored = _marshal(f.objects)
+            continue
+        f.stored, f.at, f.longest = lines, at, max(map(len, lines.split(b"\n")))
+        f.slots = [sum(o.get("kind") == "PodGroup" for o in group_objects) for group_objects, _ in f.objects]
 
 
 class _Ahead:
@@ -777,7 +867,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
     from toporender.placement.outcomes import annotate_objects
 
     fresh: list[dict[str, Any]] = []
-    emits: list[tuple[str, bytes | memoryview]] = []
+    emits: list[tuple[str, list[bytes | memoryview]]] = []
     pool_objects = context["pool_objects"]
     out.pieces = list(dump_chunks(pool_objects, fmt))
     out.head = len(out.pieces)
@@ -802,7 +892,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
                 missing.append(f)
     if missing:
         rebuild(missing)
-    written: dict[str, bytes | memoryview] = {}
+    written: dict[str, list[bytes | memoryview]] = {}
     if workers is not None and as_json:
         written = _write_spread(workers, fmt, context, as_json, outcomes, keep=not isinstance(store, _Nowhere))
     else:
@@ -813,7 +903,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
             out.pieces.append(stored[emit_key])
             continue
         if emit_key in written:
-            out.pieces.append(written[emit_key])
+            out.pieces += written[emit_key]
             if not any(g["key"] in outcomes.inexact for g in f.summary["gangs"]):
                 emits.append((emit_key, written[emit_key]))
             continue
@@ -829,7 +919,7 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
         data = b"".join(dump_chunks(flat, fmt))
         out.pieces.append(data)
         if not any(g["key"] in outcomes.inexact for g in gangs):
-            emits.append((emit_key, data))
+            emits.append((emit_key, [data]))
     if fresh or new_context:
         from toporender.validation import output_problems
 
@@ -840,53 +930,111 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
     for f in files:
         if f.stored is not None or f.spilled is not None:
             out.writes += [("file", f.key, _json(f.summary)), ("objects", f.key, f.objects_json() or b"")]
-    out.writes += [("emit", key, data) for key, data in emits]
+    out.writes += [("emit", key, data[0] if len(data) == 1 else b"".join(data)) for key, data in emits]
 
 
 def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: list[tuple[_File, str]],
-                  outcomes: _Outcomes, keep: bool) -> dict[str, bytes | memoryview]:
+                  outcomes: _Outcomes, keep: bool) -> dict[str, list[bytes | memoryview]]:
     """Each of ``files`` (a file a worker built and spilled, with its ``emit`` key) annotated with its outcomes
-    and written by ``workers``, chunks of files each checked with the pool objects; by ``emit`` key. ``keep``:
-    the files were spilled as JSON (else in :mod:`marshal`'s format).
+    and written, as pieces by ``emit`` key: a file spilled as lines with slots by filling them here
+    (:func:`_fill`), any other by ``workers``, chunks of files each checked with the pool objects. ``keep``:
+    the files were spilled as JSON (else in :mod:`marshal`'s format or with slots).
 
-    The workers write each chunk's bytes to a file of the spill folder, and this process maps it: sent through
-    the pool's pipe, the bytes of a 1M-GPU render (400 MB) were copied three times more and cost a CPU-second
-    in page faults of this process alone. A mapping stays readable after the folder is removed."""
+    The spilled lines and the workers' output are files of the spill folder, which this process maps: sent
+    through the pool's pipe, the bytes of a 1M-GPU render (400 MB) were copied three times more and cost a
+    CPU-second in page faults of this process alone. A mapping stays readable after the folder is removed."""
     import mmap
 
+    maps: dict[str, memoryview] = {}
+
+    def mapped(path: str) -> memoryview:
+        if path not in maps:
+            with open(path, "rb") as fh:
+                maps[path] = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        return maps[path]
+
+    written: dict[str, list[bytes | memoryview]] = {}
+    for f, key in files:
+        if f.at is not None:
+            assert f.spilled is not None
+            path, offset, length = f.spilled
+            lines = mapped(path)[offset:offset + length]
+            if len(lines) != length:
+                raise _Whole
+            written[key] = _fill(lines, f, outcomes)
+    rest = [(f, key) for f, key in files if f.at is None]
+    if not rest:
+        return written
     given = (fmt, {name: pool["pin"] for name, pool in context["pools"].items()}, context["pool_objects"],
              context["kai"], keep)
-    assert files[0][0].spilled is not None
-    spill = os.path.dirname(files[0][0].spilled[0])  # where the workers spilled every file they built
+    assert rest[0][0].spilled is not None
+    spill = os.path.dirname(rest[0][0].spilled[0])  # where the workers spilled every file they built
 
     def out(n: int) -> str:
         """Where chunk ``n``'s bytes are written."""
         return os.path.join(spill, f"out-{n}")
 
     def chunks() -> Iterator[tuple[_Given, str, list[_Spilled]]]:
-        for n, c in enumerate(_chunks(len(files), workers.jobs)):
+        for n, c in enumerate(_chunks(len(rest), workers.jobs)):
             items = []
-            for f, _ in files[c.start:c.stop]:
+            for f, _ in rest[c.start:c.stop]:
                 assert f.spilled is not None
                 gangs = f.summary["gangs"]
                 items.append((f.spilled, [{"tasks": g["tasks"], "pool": g["pool"]} for g in gangs],
                               [outcomes.outcome(g["key"]) if g["key"] in outcomes.rows else None for g in gangs]))
             yield given, out(n), items
 
-    written: list[bytes | memoryview] = []
+    pieces: list[bytes | memoryview] = []
     for n, sizes in enumerate(workers.map(_write_chunk, chunks(), window=4 * workers.jobs)):
         if not sum(sizes):
-            written += [b""] * len(sizes)
+            pieces += [b""] * len(sizes)
             continue
-        with open(out(n), "rb") as fh:
-            view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        view = mapped(out(n))
         if len(view) != sum(sizes):
             raise _Whole
         offset = 0
         for size in sizes:
-            written.append(view[offset:offset + size])
+            pieces.append(view[offset:offset + size])
             offset += size
-    return {key: data for (_, key), data in zip(files, written, strict=True)}
+    written.update((key, [data]) for (_, key), data in zip(rest, pieces, strict=True))
+    return written
+
+
+def _fill(lines: memoryview, f: _File, outcomes: _Outcomes) -> list[bytes | memoryview]:
+    """A file's lines with slots (:func:`_slot`) as pieces, each slot filled with the placement annotations of
+    its object: written as the standard encoder writes them after the object's own, so that the pieces are the
+    lines of the annotated objects. Raises :class:`_Whole` when a line could pass the annotations' size limit
+    (the whole pipeline checks it exactly)."""
+    from itertools import chain, repeat
+
+    from toporender.emit.stream import json_string
+    from toporender.placement.outcomes import PLACEMENT_NOTES, placement_notes
+    from toporender.validation import annotations_fit
+
+    assert f.at is not None and f.slots is not None
+    keys = {key: b"," + json_string(key) + b":" for key in PLACEMENT_NOTES}
+
+    def written(notes: dict[str, str]) -> bytes:
+        out = b""
+        for key, value in notes.items():
+            out += keys[key] + json_string(value)
+        return out
+
+    filled: list[bytes] = []
+    for g, groups in zip(f.summary["gangs"], f.slots, strict=True):
+        if g["key"] in outcomes.rows:
+            gang_notes, pod_notes = placement_notes(g["tasks"], outcomes.outcome(g["key"]))
+            filled += repeat(written(gang_notes), groups)
+            filled += map(written, pod_notes)
+        else:
+            filled += repeat(b"", groups + len(g["tasks"]))
+    if len(filled) != len(f.at) or not annotations_fit(f.longest + max(map(len, filled), default=0)):
+        raise _Whole
+    starts = [0, *map(len(_SLOT_BYTES).__add__, f.at)]
+    cuts = list(map(lines.__getitem__, map(slice, starts, [*f.at, len(lines)])))
+    pieces: list[bytes | memoryview] = list(chain.from_iterable(zip(cuts, filled)))
+    pieces.append(cuts[-1])
+    return pieces
 
 
 _Spilled = tuple[tuple[str, int, int], list[dict[str, Any]], list["GangOutcome | None"]]

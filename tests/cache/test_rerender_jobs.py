@@ -230,3 +230,119 @@ def test_job_counts_that_are_refused(tmp_path: Path, args: list[str], env: str |
         monkeypatch.setenv("TOPORENDER_JOBS", env)
     r = run_cli("render", "--no-cache", *args, str(many_files(tmp_path / "repo")))
     assert r.code == code and r.stdout == "" and message in r.stderr, r.stderr
+
+
+POD_TEMPLATE = "    common_pod_template: [own]\n"
+VARIANTS = {
+    "placed": lambda text: text,
+    "no inventory": lambda text: text.replace("inventory: nodes.yaml\n", ""),
+    "hard pin": lambda text: text.replace("pin: none", "pin: hard"),
+    "soft pin": lambda text: text.replace("pin: none", "pin: soft"),
+    "slot key in a pod": lambda text: text.replace("    strict: false\n", "    strict: false\n" + POD_TEMPLATE)
+    + "pod_templates:\n  own:\n    spec:\n      nodeSelector: {example.com/a: b, \"\\0\": \"\"}\n",
+}
+
+
+@pytest.mark.parametrize(("variant", "filled"), [
+    ("placed", True), ("no inventory", True), ("hard pin", False), ("soft pin", False),
+    ("slot key in a pod", False),
+])
+def test_json_lines_with_slots_are_the_lines_one_process_writes(tmp_path: Path, variant: str, filled: bool,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a cache, the workers write a JSON stream's lines with a slot for each PodGroup's and pod's
+    placement annotations, which this process fills: the stream of one process, byte for byte. A file whose
+    notes would not go at the end of the annotations (a pool that pins), or whose lines hold the slot's text
+    elsewhere, is annotated as objects instead."""
+    repo = many_files(tmp_path / "repo")
+    (repo / "toporender.yaml").write_text(VARIANTS[variant]((repo / "toporender.yaml").read_text()))
+    plain = one_process(repo, "--format", "json")
+    assert plain.code == 0, plain.stderr
+    assert ("toporender.dev/intended-node" in plain.stdout) == (variant != "no inventory")
+    filled_files: list[Path] = []
+    real = rerender._fill
+
+    def spy(lines: memoryview, f: rerender._File, outcomes: rerender._Outcomes) -> list[bytes | memoryview]:
+        filled_files.append(Path(f.rel))
+        return real(lines, f, outcomes)
+
+    monkeypatch.setattr(rerender, "_fill", spy)
+    result = spread(repo, "--format", "json", "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+    assert len(filled_files) == (12 if filled else 0)
+
+
+def test_a_line_that_could_pass_the_annotation_limit_renders_in_one_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filling a slot checks the line's length against the annotations' size limit; a line that could pass it
+    sends the render to the whole pipeline, which checks the annotations exactly."""
+    import toporender.validation
+
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo, "--format", "json")
+    monkeypatch.setattr(toporender.validation, "annotations_fit", lambda length: False)
+    whole: list[Path] = []
+    real = pipeline.render_stream
+
+    def spy(root: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        whole.append(root)
+        return real(root, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "render_stream", spy)
+    result = spread(repo, "--format", "json", "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+    assert whole == [repo]
+
+
+def _pod(name: str, notes: dict[str, str] | None) -> dict[str, object]:
+    meta: dict[str, object] = {"name": name}
+    if notes is not None:
+        meta["annotations"] = notes
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeSelector": {"a": "b"}}}
+
+
+def _group(notes: dict[str, str]) -> dict[str, object]:
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg",
+                                                                                          "annotations": notes}}
+
+
+SHARED = {"k": "v"}
+
+
+@pytest.mark.parametrize(("objects", "slotted"), [
+    ([[_group({"k": "v"})], [_pod("a", {"k": "v"}), _pod("b", {"k": "w"})]], True),
+    ([[_group({"k": "v"}), {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}],
+      [_pod("a", {"k": "v"})]], True),
+    ([[_group({"k": "v"})], [_pod("a", {})]], False),
+    ([[_group({"k": "v"})], [_pod("a", None)]], False),
+    ([[_group({"toporender.dev/plan-hash": "x"})], [_pod("a", {"k": "v"})]], False),
+    ([[_group({"k": "v"})], [_pod("a", {"k": "v", "toporender.dev/intended-node": "n"})]], False),
+    ([[_group({"k": "v"})], [_pod("a", SHARED), _pod("b", SHARED)]], False),
+    ([[_group({"k": "v", "\0": ""})], [_pod("a", {"k": "v"})]], False),
+], ids=["pods", "other kinds", "empty notes", "no notes", "own gang note", "own pod note", "shared notes",
+        "slot key"])
+def test_which_files_take_slots(objects: list[list[dict[str, object]]], slotted: bool,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's lines take slots only where placement's notes go at the end of each PodGroup's and pod's own
+    non-empty annotations; the slots are found where the lines hold them. Any other file keeps its objects,
+    as they were."""
+    import copy
+    import json
+    import marshal
+
+    import toporender.validation
+
+    monkeypatch.setattr(toporender.validation, "output_problems", lambda objects, kai_version: [])
+    before = copy.deepcopy(objects)
+    gang = {"key": "w#g", "pool": "p", "tasks": [p["metadata"]["name"] for p in objects[1]]}  # type: ignore[index]
+    f = rerender._File("w.yaml", "key", {"gangs": [gang]}, objects=[objects], stored=b"")
+    rerender._slot([f], {"pools": {"p": {"pin": "none"}}, "pool_objects": [], "kai": "main"})
+    assert f.stored is not None
+    if not slotted:
+        assert (f.at, f.slots) == (None, None)
+        assert marshal.loads(f.stored) == [before]
+        return
+    assert f.slots == [1] and f.at is not None and len(f.at) == 1 + len(objects[1])
+    assert all(f.stored[at:at + len(rerender._SLOT_BYTES)] == rerender._SLOT_BYTES for at in f.at)
+    lines = f.stored.replace(rerender._SLOT_BYTES, b"").decode().splitlines()
+    assert [json.loads(line) for line in lines] == before[0] + before[1]
+    assert f.longest == max(map(len, f.stored.split(b"\n")))

@@ -28,6 +28,7 @@ from toporender.emit.stream import (
     dump_json,
     dump_yaml,
     json_chunks,
+    json_string,
     scalar_str,
     scalar_str_by_rules,
     yaml_chunks,
@@ -259,3 +260,13 @@ def test_json_stream_is_byte_for_byte_the_standard_encoders(objects: list[dict[s
     expected = "".join(json.dumps(o, ensure_ascii=False, separators=(",", ":")) + "\n" for o in objects)
     assert dump_json(objects) == expected
     assert b"".join(json_chunks(objects, per_chunk=2)).decode() == expected
+
+
+def test_a_json_string_is_written_as_the_standard_encoder_writes_it() -> None:
+    """Every code point but the surrogates, alone and between others, as ``json.dumps(ensure_ascii=False)``
+    writes it; a lone surrogate fails as that encoder's text fails to encode."""
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    for text in [*points, "".join(points[:0x3000]), 'a"b\\c\nd\u2028\x7f']:
+        assert json_string(text) == json.dumps(text, ensure_ascii=False).encode()
+    with pytest.raises(UnicodeEncodeError):
+        json_string("\ud800")

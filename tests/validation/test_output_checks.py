@@ -178,3 +178,58 @@ def test_every_vendored_crd_has_a_compiled_gate() -> None:
         for doc in docs.values():
             for version in doc.schemas:
                 assert _crd._fast_gate(doc.file, group, kind, doc.variant, version) is not None, doc.file
+
+
+def test_streams_with_annotations_to_add_to() -> None:
+    assert len(_ANNOTATED) >= 4
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data(), value=st.text(max_size=40), size=st.sampled_from([0, 60_000, 270_000]),
+       damage=st.none() | json_values)
+def test_placement_notes_bear_on_no_rule_but_the_annotation_limit(data: st.DataObject, value: str, size: int,
+                                                                  damage: Any) -> None:
+    """What placement adds to a PodGroup's or pod's own non-empty annotations (its keys, any text) changes
+    no problem the output check finds, but the annotations' size limit; a stream whose every annotated
+    object's line ``annotations_fit`` has the problems it had without the notes."""
+    import orjson
+
+    from toporender.placement.outcomes import PLACEMENT_NOTES
+    from toporender.validation import annotations_fit
+
+    stream, kai = data.draw(st.sampled_from(_ANNOTATED))
+    stream = copy.deepcopy(stream)
+    for obj in stream:  # as built, before placement
+        for key in PLACEMENT_NOTES:
+            obj.get("metadata", {}).get("annotations", {}).pop(key, None)
+    if damage is not None:
+        obj_index = data.draw(st.integers(min_value=0, max_value=len(stream) - 1))
+        path = data.draw(st.sampled_from(_paths(stream[obj_index])))
+        stream[obj_index] = _replace(stream[obj_index], path, damage)
+    before = _fast(stream, kai)
+    keys = data.draw(st.lists(st.sampled_from(PLACEMENT_NOTES), min_size=1, unique=True))
+    fits = True
+    annotated = 0
+    for obj in stream:
+        meta = obj.get("metadata") if isinstance(obj, dict) and obj.get("kind") in ("PodGroup", "Pod") else None
+        notes = meta.get("annotations") if isinstance(meta, dict) else None
+        if not isinstance(notes, dict) or not notes or any(key in notes for key in PLACEMENT_NOTES):
+            continue
+        notes.update({key: value + "x" * (size if i == 0 else 0) for i, key in enumerate(keys)})
+        annotated += 1
+        try:
+            fits = fits and annotations_fit(len(orjson.dumps(obj)))
+        except TypeError:  # an int orjson refuses: the standard encoder writes at least as many bytes
+            fits = False
+    after = _fast(stream, kai)
+    if fits:
+        assert after == before
+    else:
+        assert all("exceeds the limit" in problem for _, problem in after - before), after - before
+    assert annotated or damage is not None
+
+
+_ANNOTATED = [(stream, kai) for stream, kai in STREAMS_AND_RENDERS
+              if any(isinstance(o.get("metadata", {}).get("annotations"), dict) and o["metadata"]["annotations"]
+                     for o in stream if o.get("kind") in ("PodGroup", "Pod"))]

@@ -304,6 +304,18 @@ def _standard_line(obj: Any) -> bytes:
     return (_JSON.encode(obj) + "\n").encode()
 
 
+def json_string(text: str) -> bytes:
+    """``text`` as a string of the JSON stream (:func:`json_chunks`): orjson writes every string as the standard
+    encoder does, in UTF-8 (a test compares them over every code point); a lone surrogate, which orjson
+    refuses, fails as the standard encoder's line fails to encode."""
+    import orjson
+
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        return _JSON.encode(text).encode()
+
+
 def dump_json(objects: list[dict[str, Any]]) -> str:
     """One compact JSON object per line (see :func:`json_chunks`)."""
     return b"".join(json_chunks(objects)).decode()

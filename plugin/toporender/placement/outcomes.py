@@ -172,39 +172,57 @@ def same(a: GangOutcome, b: GangOutcome) -> bool:
                                              y.subgroup_domains, y.pod_nodes, list(y.pod_domain.items()))
 
 
-def annotate_objects(tasks: Sequence[str], pin: str, group_objects: list[dict[str, Any]],
-                     pods: list[dict[str, Any]], outcome: GangOutcome) -> None:
-    """Write the intended placement onto a gang's scheduler objects and pods (``tasks``: the task name of each
-    pod, in order), and pin the pods when the pool says so (``pin``: none, soft or hard)."""
+PLACEMENT_NOTES = (PLAN_HASH, PLACEMENT, REASON, INTENDED_DOMAIN, INTENDED_NODE)
+"""Every annotation key :func:`placement_notes` writes."""
+
+
+def placement_notes(tasks: Sequence[str], outcome: GangOutcome) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The annotations a gang's placement adds: to each of its PodGroups, and to each pod (``tasks``: the task
+    name of each pod, in order; an empty mapping for a pod that gets none). Every value is a string and every
+    key one of :data:`PLACEMENT_NOTES`."""
     from toporender.placement.plan import domain_text
 
     gp = outcome.placement
     gang_notes: dict[str, str] = {PLAN_HASH: outcome.plan_hash}
-    if gp.placed:
-        gang_notes[PLACEMENT] = json.dumps(gp.subgroup_domains, sort_keys=True, separators=(",", ":"))
-    else:
+    if not gp.placed:
         gang_notes[PLACEMENT] = "unplaceable"
         gang_notes[REASON] = gp.reason or "no domain fits"
+        return gang_notes, [{} for _ in tasks]
+    gang_notes[PLACEMENT] = json.dumps(gp.subgroup_domains, sort_keys=True, separators=(",", ":"))
+    pod_domain = gp.pod_domain
+    pod_nodes = gp.pod_nodes
+    pod_notes: list[dict[str, str]] = []
+    for name in tasks:
+        notes = {}
+        domain = pod_domain.get(name)
+        if domain is not None:
+            notes[INTENDED_DOMAIN] = domain_text(domain)
+        node = pod_nodes.get(name)
+        if node is not None:
+            notes[INTENDED_NODE] = node
+        pod_notes.append(notes)
+    return gang_notes, pod_notes
+
+
+def annotate_objects(tasks: Sequence[str], pin: str, group_objects: list[dict[str, Any]],
+                     pods: list[dict[str, Any]], outcome: GangOutcome) -> None:
+    """Write the intended placement onto a gang's scheduler objects and pods (``tasks``: the task name of each
+    pod, in order; :func:`placement_notes`), and pin the pods when the pool says so (``pin``: none, soft or
+    hard)."""
+    gang_notes, pod_notes = placement_notes(tasks, outcome)
     for obj in group_objects:
         if obj.get("kind") == "PodGroup":
             meta = obj["metadata"]
             meta["annotations"] = {**meta.get("annotations", {}), **gang_notes}
-    if not gp.placed:
+    if not outcome.placement.placed:
         return
-    pod_domain = gp.pod_domain
-    pod_nodes = gp.pod_nodes
-    for name, pod in zip(tasks, pods):
-        domain = pod_domain.get(name)
-        node = pod_nodes.get(name)
-        if domain is not None or node is not None:
-            # one fresh mapping per pod (never shared with the template the pod came from), filled in place
+    pod_domain = outcome.placement.pod_domain
+    for name, pod, notes in zip(tasks, pods, pod_notes):
+        if notes:
+            # one fresh mapping per pod (never shared with the template the pod came from)
             meta = pod["metadata"]
-            notes = dict(meta.get("annotations", {}))
-            if domain is not None:
-                notes[INTENDED_DOMAIN] = domain_text(domain)
-            if node is not None:
-                notes[INTENDED_NODE] = node
-            meta["annotations"] = notes
+            meta["annotations"] = {**meta.get("annotations", {}), **notes}
+        domain = pod_domain.get(name)
         if pin != "none" and domain is not None:
             _pin(pod, domain[-1], hard=pin == "hard")
 

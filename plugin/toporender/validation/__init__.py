@@ -32,13 +32,14 @@ from ._cross_object import cross_object
 from ._kai import KAI_GROUP, kai_podgroup, kai_schema_variant
 from ._koordinator import KOORD_PG_GROUP, koordinator_annotations
 from ._kueue import kueue_pod
-from ._meta import check_metadata
+from ._meta import TOTAL_ANNOTATION_SIZE_LIMIT, check_metadata
 from ._output import pods_metadata_ok
 from ._pod_columns import pod_columns
 from ._volcano import HYPERNODE_GROUP, VOLCANO_PG_GROUP, volcano_hypernode, volcano_podgroup
 
 __all__ = [
     "DEFAULT_K8S_MINOR",
+    "annotations_fit",
     "core_backend",
     "object_problems",
     "output_problems",
@@ -211,3 +212,10 @@ def output_problems(
     out.extend((index[id(obj)], f"{identity(obj)}: {path}: {msg}") for obj, path, msg in linked)
     out.sort(key=lambda item: item[0])
     return out
+
+
+def annotations_fit(line_length: int) -> bool:
+    """Whether an object written as a compact JSON line of ``line_length`` bytes (``ensure_ascii=False``, as
+    the stream writes it) surely keeps its annotations within their size limit: the limit counts the UTF-8
+    bytes of every key and value, and the line holds each of them at least once, escaping only adding bytes."""
+    return line_length <= TOTAL_ANNOTATION_SIZE_LIMIT
