@@ -99,8 +99,6 @@ class _File:
     objects: each gang's number of PodGroups, whose slots come before its pods' (one each)."""
     at: list[int] | None = None
     """Where each slot starts in those lines."""
-    longest: int = 0
-    """The longest of those lines, in bytes."""
 
     def objects_json(self) -> bytes | None:
         """The ``objects`` entry of a file built now, wherever it is kept."""
@@ -544,7 +542,7 @@ def _slot(built: list[_File], context: dict[str, Any]) -> None:
                 del mapping[_SLOT_KEY]
             f.stored = _marshal(f.objects)
             continue
-        f.stored, f.at, f.longest = lines, at, max(map(len, lines.split(b"\n")))
+        f.stored, f.at = lines, at
         f.slots = [sum(o.get("kind") == "PodGroup" for o in group_objects) for group_objects, _ in f.objects]
 
 
@@ -1028,7 +1026,11 @@ def _fill(lines: memoryview, f: _File, outcomes: _Outcomes) -> list[bytes | memo
             filled += map(written, pod_notes)
         else:
             filled += repeat(b"", groups + len(g["tasks"]))
-    if len(filled) != len(f.at) or not annotations_fit(f.longest + max(map(len, filled), default=0)):
+    if len(filled) != len(f.at):
+        raise _Whole
+    widest = max(map(len, filled), default=0)
+    if not annotations_fit(len(lines) + widest) and \
+            not annotations_fit(max(map(len, bytes(lines).split(b"\n"))) + widest):
         raise _Whole
     starts = [0, *map(len(_SLOT_BYTES).__add__, f.at)]
     cuts = list(map(lines.__getitem__, map(slice, starts, [*f.at, len(lines)])))

@@ -271,15 +271,23 @@ def test_json_lines_with_slots_are_the_lines_one_process_writes(tmp_path: Path, 
     assert len(filled_files) == (12 if filled else 0)
 
 
+@pytest.mark.parametrize("longest_fits", [False, True])
 def test_a_line_that_could_pass_the_annotation_limit_renders_in_one_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Filling a slot checks the line's length against the annotations' size limit; a line that could pass it
-    sends the render to the whole pipeline, which checks the annotations exactly."""
+        tmp_path: Path, longest_fits: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filling a file's slots checks the length of all its lines, and when that is too long, of its longest
+    line, against the annotations' size limit; a line that could pass it sends the render to the whole
+    pipeline, which checks the annotations exactly."""
     import toporender.validation
 
     repo = many_files(tmp_path / "repo")
     plain = one_process(repo, "--format", "json")
-    monkeypatch.setattr(toporender.validation, "annotations_fit", lambda length: False)
+    lengths: list[int] = []
+
+    def fit(length: int) -> bool:
+        lengths.append(length)
+        return longest_fits and len(lengths) % 2 == 0
+
+    monkeypatch.setattr(toporender.validation, "annotations_fit", fit)
     whole: list[Path] = []
     real = pipeline.render_stream
 
@@ -290,7 +298,9 @@ def test_a_line_that_could_pass_the_annotation_limit_renders_in_one_process(
     monkeypatch.setattr(pipeline, "render_stream", spy)
     result = spread(repo, "--format", "json", "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
-    assert whole == [repo]
+    assert whole == ([] if longest_fits else [repo])
+    assert all(whole_file > line for whole_file, line in zip(lengths[::2], lengths[1::2]))
+    assert len(lengths) == (24 if longest_fits else 2)
 
 
 def _pod(name: str, notes: dict[str, str] | None) -> dict[str, object]:
@@ -345,4 +355,3 @@ def test_which_files_take_slots(objects: list[list[dict[str, object]]], slotted:
     assert all(f.stored[at:at + len(rerender._SLOT_BYTES)] == rerender._SLOT_BYTES for at in f.at)
     lines = f.stored.replace(rerender._SLOT_BYTES, b"").decode().splitlines()
     assert [json.loads(line) for line in lines] == before[0] + before[1]
-    assert f.longest == max(map(len, f.stored.split(b"\n")))
