@@ -309,11 +309,11 @@ def config_inputs(config: bytes, inventory: str | None) -> Inputs | None:
     return Inputs(tuple(patterns), tuple(sorted({n for n in named if isinstance(n, str)})))
 
 
-def _file_hash(root: Path, rel: str, contents: bool = True, found: bool = False) -> tuple[str, int]:
-    """SHA-256 and size of a regular file inside the repo (("-", 0) when nothing is there; without
-    ``contents``, "" and the size on disk); raises OSError for anything a render would refuse or report (a link
-    out of the repo, a folder, a path that leaves the repo). ``found``: the walk just classified ``rel`` as a
-    regular file inside the repo (resolving each of 10,000 files again cost 0.5 s)."""
+def _file_hash(root: Path, rel: str, found: bool = False) -> tuple[str, int]:
+    """SHA-256 and size of a regular file inside the repo (("-", 0) when nothing is there); raises OSError for
+    anything a render would refuse or report (a link out of the repo, a folder, a path that leaves the repo).
+    ``found``: the walk just classified ``rel`` as a regular file inside the repo (resolving each of 10,000
+    files again cost 0.5 s)."""
     path = root / rel
     if not found:
         if os.path.isabs(rel) or ".." in Path(rel).parts:
@@ -322,8 +322,6 @@ def _file_hash(root: Path, rel: str, contents: bool = True, found: bool = False)
             return "-", 0
         if not walk.inside(root, path) or not path.is_file():
             raise OSError(f"{rel} is not a regular file inside the repo")
-    if not contents:
-        return "", os.stat(path).st_size
     fd = os.open(path, walk.READ_FLAGS)
     try:
         data = _read_regular(fd, MAX_INPUT_BYTES)
@@ -364,7 +362,8 @@ def render_key(root: Path, what: str, inventory: str | None, *, contents: bool =
         found = walk.find(root, list(inputs.patterns), {CONFIG_FILE})
         if found.problems:
             return None
-        files = tuple((rel, *_file_hash(root, rel, contents, found=True)) for rel in sorted(found.files))
+        files = tuple((rel, *_file_hash(root, rel, found=True)) if contents else (rel, "", found.sizes[rel])
+                      for rel in sorted(found.files))
         others = tuple((rel, _file_hash(root, rel)[0]) for rel in (LOCK_FILE, *inputs.inventories))
         parts: list[bytes | str] = [FORMAT, code_fingerprint(), what, raw]
         parts += [f"w\0{rel}\0{sha}" for rel, sha, _ in files]

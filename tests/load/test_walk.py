@@ -99,7 +99,9 @@ def test_same_files_as_glob_on_plain_trees(tmp_path_factory: pytest.TempPathFact
             continue
         made.add(rel)
         tree(root, [rel])
+        (root / rel).write_text("#" * len(rel))
     expected = sorted(h for h in glob.glob(pattern, root_dir=root, recursive=True) if (root / h).is_file())
     found = walk.find(root, [pattern], set())
     assert sorted(found.files) == expected
+    assert found.sizes == {rel: (root / rel).stat().st_size for rel in expected}
     assert all(not (root / rel).is_file() for rel in found.problems)
