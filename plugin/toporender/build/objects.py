@@ -183,11 +183,13 @@ def _pool_inputs(pool: PoolConfig) -> Any:
 
 
 def _canonical(resource: ResourceSpec) -> ResourceSpec:
-    """A resource with its lists in a fixed order where their order means nothing (as the render treats them)."""
-    return resource.model_copy(update={
-        "topology": sorted(resource.topology, key=lambda r: (r.key, r.group, r.requirementType)),
-        "nodesExcluded": sorted(set(resource.nodesExcluded)),
-    })
+    """A resource with its lists in a fixed order where their order means nothing (as the render treats them);
+    the resource itself when they are in that order already (copying it was a fifth of a gang's revision)."""
+    topology = sorted(resource.topology, key=lambda r: (r.key, r.group, r.requirementType))
+    excluded = sorted(set(resource.nodesExcluded))
+    if topology == resource.topology and excluded == resource.nodesExcluded:
+        return resource
+    return resource.model_copy(update={"topology": topology, "nodesExcluded": excluded})
 
 
 def _pods(gang: Gang, repo: Repo, backend: GangObjects, variables: Callable[[], dict[str, Any]],
