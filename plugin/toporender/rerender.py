@@ -392,9 +392,9 @@ def _workers(jobs: int, root: Path, options: RenderOptions, taken: Taken, spill:
     """The worker processes of a render spread over them, set up with what :func:`_build_chunk` needs: the
     folder ``spill`` keeps the objects they build until they write them, so that this process never holds them
     (a tenth of a million-GPU render's memory): as JSON when the render is kept (``keep``: the cache stores
-    them as they are); else, for a JSON stream (``fmt``), as the stream's lines with a slot for placement's
-    annotations where :func:`_slot` can, or in :mod:`marshal`'s format, three times faster than JSON to write
-    and read back exactly.
+    them as they are); else as the stream's text in ``fmt`` with a slot for placement's annotations where
+    :func:`_slot` can, or in :mod:`marshal`'s format, three times faster than JSON to write and read back
+    exactly.
 
     The modules the workers and this process run meanwhile are imported first, so that the workers, forked at
     their first task, inherit them: imported after, each of the three processes imported the pipeline on its
@@ -446,19 +446,17 @@ _Built = tuple[dict[str, Any] | None, list[_File]]
 
 
 def _build_chunk(item: tuple[tuple[tuple[str, str, int], ...], list[_File | str], str]) -> _Built:
-    """In a worker: :func:`_build` of the files ``item`` names, written to the spill folder: as lines of the JSON
-    stream with slots where :func:`_slot` can (checked here, before the slots go in), else their objects (JSON
-    when the render is kept, else :mod:`marshal`'s format) for :func:`_write_chunk` to annotate, write and check.
-    A file whose objects do not read back exactly sends the render to the whole pipeline."""
+    """In a worker: :func:`_build` of the files ``item`` names, written to the spill folder: as the stream's text
+    with slots where :func:`_slot` can (checked here, before the slots go in), else their objects (JSON when the
+    render is kept, else :mod:`marshal`'s format) for :func:`_write_chunk` to annotate, write and check. A file
+    whose objects do not read back exactly sends the render to the whole pipeline."""
     from dataclasses import replace
 
     root, options, taken, spill, keep, fmt = _SPREAD[0]
     files, loaded, name = item
-    slotting = fmt == "json" and not keep
-    context, built = _build(root, options, replace(taken, files=files), loaded,
-                            _unencoded if slotting else None if keep else _marshal)
-    if slotting and context is not None:
-        _slot(built, context)
+    context, built = _build(root, options, replace(taken, files=files), loaded, None if keep else _unencoded)
+    if not keep and context is not None:
+        _slot(built, context, fmt)
     path = os.path.join(spill, name)
     offset = 0
     with open(path, "xb") as fh:
@@ -478,28 +476,33 @@ def _unencoded(objects: Any) -> bytes:
 
 
 _SLOT_KEY = "\x00"
-"""The annotation key a slot is written as: ``,"\\u0000":""``, which no other part of a stream's line can
-hold (in a string, every quote is escaped) unless an object has this key elsewhere; such a file is kept as
-its objects."""
-_SLOT_BYTES = b',"\\u0000":""'
+"""The annotation key a slot is written as (``,"\\u0000":""`` in JSON, a line ``    "\\0": ''`` in YAML):
+a file whose text holds that text anywhere else is kept as its objects."""
 
 
-def _slot(built: list[_File], context: dict[str, Any]) -> None:
-    """In a worker: each file's objects as the lines of the JSON stream, each PodGroup's and pod's annotations
+def _slot_text(fmt: str) -> bytes:
+    from toporender.emit.stream import annotation_entries
+
+    return annotation_entries(fmt)({_SLOT_KEY: ""})
+
+
+def _slot(built: list[_File], context: dict[str, Any], fmt: str) -> None:
+    """In a worker: each file's objects as the stream's text in ``fmt``, each PodGroup's and pod's annotations
     ending with a slot for placement's (:func:`toporender.placement.outcomes.placement_notes`), for
-    :func:`_fill` to fill with bytes once placement is done: reading the objects back to annotate them cost
-    a tenth of a 1M-GPU render's CPU, with freeing them twice. Those files' objects are checked here, with the
-    pool objects, as they are before placement annotates them: no rule of the check reads the keys placement
+    :func:`_fill` to fill once placement is done: reading the objects back to annotate them cost a tenth of a
+    1M-GPU render's CPU, with freeing them twice. Those files' objects are checked here, with the pool
+    objects, as they are before placement annotates them: no rule of the check reads the keys placement
     writes, and the one rule its values bear on, the annotations' size, :func:`_fill` keeps.
 
     A file holds slots only where the notes go at the end of the annotations: every slot's annotations a
     non-empty mapping of its own, without the keys placement writes, in a pool that does not pin (that changes
     the pods' affinity). Any other file is kept as its objects, in :mod:`marshal`'s format."""
-    from toporender.emit.stream import json_chunks
+    from toporender.emit.stream import dump_chunks
     from toporender.placement.outcomes import PLACEMENT_NOTES
     from toporender.validation import output_problems
 
     pins = {name: pool["pin"] for name, pool in context["pools"].items()}
+    slot = _slot_text(fmt)
 
     def annotations(f: _File) -> list[dict[str, Any]] | None:
         """The annotations of the file's PodGroups and pods, in stream order, when each can take a slot."""
@@ -531,13 +534,13 @@ def _slot(built: list[_File], context: dict[str, Any]) -> None:
             continue
         for mapping in slotted[id(f)]:
             mapping[_SLOT_KEY] = ""
-        lines = b"".join(json_chunks([o for group_objects, pods in f.objects for o in group_objects + pods]))
+        lines = b"".join(dump_chunks([o for group_objects, pods in f.objects for o in group_objects + pods], fmt))
         at: list[int] = []
-        start = lines.find(_SLOT_BYTES)
+        start = lines.find(slot)
         while start >= 0 and len(at) <= len(slotted[id(f)]):
             at.append(start)
-            start = lines.find(_SLOT_BYTES, start + len(_SLOT_BYTES))
-        if len(at) != len(slotted[id(f)]):  # an object of the file has the slot's key elsewhere
+            start = lines.find(slot, start + len(slot))
+        if len(at) != len(slotted[id(f)]):  # the file's text holds the slot's text elsewhere
             for mapping in slotted[id(f)]:
                 del mapping[_SLOT_KEY]
             f.stored = _marshal(f.objects)
@@ -959,7 +962,7 @@ def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: li
             lines = mapped(path)[offset:offset + length]
             if len(lines) != length:
                 raise _Whole
-            written[key] = _fill(lines, f, outcomes)
+            written[key] = _fill(lines, f, outcomes, fmt)
     rest = [(f, key) for f, key in files if f.at is None]
     if not rest:
         return written
@@ -998,26 +1001,19 @@ def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: li
     return written
 
 
-def _fill(lines: memoryview, f: _File, outcomes: _Outcomes) -> list[bytes | memoryview]:
-    """A file's lines with slots (:func:`_slot`) as pieces, each slot filled with the placement annotations of
-    its object: written as the standard encoder writes them after the object's own, so that the pieces are the
-    lines of the annotated objects. Raises :class:`_Whole` when a line could pass the annotations' size limit
-    (the whole pipeline checks it exactly)."""
+def _fill(lines: memoryview, f: _File, outcomes: _Outcomes, fmt: str) -> list[bytes | memoryview]:
+    """A file's text with slots (:func:`_slot`) as pieces, each slot filled with the placement annotations of
+    its object, as the stream in ``fmt`` writes them after the object's own: the pieces are the text of the
+    annotated objects. Raises :class:`_Whole` when an object could pass the annotations' size limit (the whole
+    pipeline checks it exactly)."""
     from itertools import chain, repeat
 
-    from toporender.emit.stream import json_string
-    from toporender.placement.outcomes import PLACEMENT_NOTES, placement_notes
+    from toporender.emit.stream import annotation_entries
+    from toporender.placement.outcomes import placement_notes
     from toporender.validation import annotations_fit
 
     assert f.at is not None and f.slots is not None
-    keys = {key: b"," + json_string(key) + b":" for key in PLACEMENT_NOTES}
-
-    def written(notes: dict[str, str]) -> bytes:
-        out = b""
-        for key, value in notes.items():
-            out += keys[key] + json_string(value)
-        return out
-
+    written = annotation_entries(fmt)
     filled: list[bytes] = []
     for g, groups in zip(f.summary["gangs"], f.slots, strict=True):
         if g["key"] in outcomes.rows:
@@ -1030,13 +1026,18 @@ def _fill(lines: memoryview, f: _File, outcomes: _Outcomes) -> list[bytes | memo
         raise _Whole
     widest = max(map(len, filled), default=0)
     if not annotations_fit(len(lines) + widest) and \
-            not annotations_fit(max(map(len, bytes(lines).split(b"\n"))) + widest):
+            not annotations_fit(max(map(len, bytes(lines).split(_OBJECT_END[fmt]))) + widest):
         raise _Whole
-    starts = [0, *map(len(_SLOT_BYTES).__add__, f.at)]
+    starts = [0, *map(len(_slot_text(fmt)).__add__, f.at)]
     cuts = list(map(lines.__getitem__, map(slice, starts, [*f.at, len(lines)])))
     pieces: list[bytes | memoryview] = list(chain.from_iterable(zip(cuts, filled)))
     pieces.append(cuts[-1])
     return pieces
+
+
+_OBJECT_END = {"json": b"\n", "yaml": b"\n---\n"}
+"""What the stream holds only between two objects, in each format (in YAML no line of an object is ``---``: a
+plain ``---`` is quoted and block lines are indented)."""
 
 
 _Spilled = tuple[tuple[str, int, int], list[dict[str, Any]], list["GangOutcome | None"]]

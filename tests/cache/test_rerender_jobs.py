@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_render_cache import EDITS, after_each_edit, config, inventory, job, small_repo
@@ -54,6 +55,14 @@ def many_files(root: Path, count: int = 12) -> Path:
     files = {f"workflows/w{i:02}.yaml": job(f"w{i:02}", replicas=1 + i % 2, per_replica=1 + i % 3, gpu=2 + 2 * (i % 2))
              for i in range(count)}
     return write_repo(root, {"toporender.yaml": text + NAMESPACED, "nodes.yaml": inventory(2), **files})
+
+
+def kept_as_objects(repo: Path) -> Path:
+    """The repo with a pool that pins pods: its files' objects, not their text with slots, wait in the spill
+    folder until placed, and the workers annotate and write them (:func:`toporender.rerender._write_chunk`)."""
+    text = (repo / "toporender.yaml").read_text()
+    (repo / "toporender.yaml").write_text(text.replace("pin: none", "pin: hard"))
+    return repo
 
 
 def files_built_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -151,6 +160,8 @@ def test_a_spill_folder_without_room_renders_in_one_process(tmp_path: Path, pass
     """A worker that cannot write its spill (or read it back) hands the render to one process, which writes
     what it always writes: a small temporary folder costs time, never the stream."""
     repo = many_files(tmp_path / "repo")
+    if pass_ == "_write_chunk":
+        kept_as_objects(repo)
     plain = one_process(repo)
     monkeypatch.setattr(rerender, pass_, _full_disk)
     result = spread(repo, "--no-cache")
@@ -170,9 +181,30 @@ def test_written_output_that_is_not_what_the_worker_said_renders_in_one_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The main process maps each chunk's output file and slices it by the lengths the worker sent: a file
     shorter than they say (truncated) is never written out as it is."""
-    repo = many_files(tmp_path / "repo")
+    repo = kept_as_objects(many_files(tmp_path / "repo"))
     plain = one_process(repo)
     monkeypatch.setattr(rerender, "_write_chunk", _short_output)
+    result = spread(repo, "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+
+
+_BUILD_CHUNK = rerender._build_chunk
+
+
+def _short_spill(item: tuple[object, object, str]) -> object:
+    built = _BUILD_CHUNK(item)  # type: ignore[arg-type]
+    path = built[1][-1].spilled[0]  # type: ignore[index]
+    os.truncate(path, os.path.getsize(path) - 1)
+    return built
+
+
+def test_spilled_text_that_is_not_what_the_worker_said_renders_in_one_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main process maps the text with slots the workers spilled and slices it by the lengths they sent:
+    a spill shorter than they say is never written out as it is."""
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo)
+    monkeypatch.setattr(rerender, "_build_chunk", _short_spill)
     result = spread(repo, "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
 
@@ -181,6 +213,8 @@ def test_written_output_that_is_not_what_the_worker_said_renders_in_one_process(
 def test_a_worker_that_dies_ends_render_with_a_message(tmp_path: Path, pass_: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     repo = many_files(tmp_path / "repo")
+    if pass_ == "_write_chunk":
+        kept_as_objects(repo)
     monkeypatch.setattr(rerender, pass_, _killed)
     r = spread(repo, "--no-cache")
     assert r.code == 3 and r.stdout == ""
@@ -205,6 +239,8 @@ def test_objects_that_would_not_read_back_render_in_one_process(tmp_path: Path, 
     """A worker whose objects would not read back exactly (as spilled: marshal without a cache, JSON with one)
     hands the render to one process, which writes what it always writes."""
     repo = many_files(tmp_path / "repo")
+    if not cached:
+        kept_as_objects(repo)
     plain = one_process(repo)
     monkeypatch.setattr(rerender, "_exact_json" if cached else "_marshal", lambda objects: None)
     whole: list[Path] = []
@@ -243,44 +279,47 @@ VARIANTS = {
 }
 
 
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
 @pytest.mark.parametrize(("variant", "filled"), [
     ("placed", True), ("no inventory", True), ("hard pin", False), ("soft pin", False),
     ("slot key in a pod", False),
 ])
-def test_json_lines_with_slots_are_the_lines_one_process_writes(tmp_path: Path, variant: str, filled: bool,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a cache, the workers write a JSON stream's lines with a slot for each PodGroup's and pod's
+def test_text_with_slots_is_the_text_one_process_writes(tmp_path: Path, variant: str, filled: bool, fmt: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a cache, the workers write the stream's text with a slot for each PodGroup's and pod's
     placement annotations, which this process fills: the stream of one process, byte for byte. A file whose
-    notes would not go at the end of the annotations (a pool that pins), or whose lines hold the slot's text
+    notes would not go at the end of the annotations (a pool that pins), or whose text holds the slot's text
     elsewhere, is annotated as objects instead."""
     repo = many_files(tmp_path / "repo")
     (repo / "toporender.yaml").write_text(VARIANTS[variant]((repo / "toporender.yaml").read_text()))
-    plain = one_process(repo, "--format", "json")
+    plain = one_process(repo, "--format", fmt)
     assert plain.code == 0, plain.stderr
     assert ("toporender.dev/intended-node" in plain.stdout) == (variant != "no inventory")
     filled_files: list[Path] = []
     real = rerender._fill
 
-    def spy(lines: memoryview, f: rerender._File, outcomes: rerender._Outcomes) -> list[bytes | memoryview]:
+    def spy(lines: memoryview, f: rerender._File, outcomes: rerender._Outcomes,
+            fmt: str) -> list[bytes | memoryview]:
         filled_files.append(Path(f.rel))
-        return real(lines, f, outcomes)
+        return real(lines, f, outcomes, fmt)
 
     monkeypatch.setattr(rerender, "_fill", spy)
-    result = spread(repo, "--format", "json", "--no-cache")
+    result = spread(repo, "--format", fmt, "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
     assert len(filled_files) == (12 if filled else 0)
 
 
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
 @pytest.mark.parametrize("longest_fits", [False, True])
-def test_a_line_that_could_pass_the_annotation_limit_renders_in_one_process(
-        tmp_path: Path, longest_fits: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Filling a file's slots checks the length of all its lines, and when that is too long, of its longest
-    line, against the annotations' size limit; a line that could pass it sends the render to the whole
+def test_an_object_that_could_pass_the_annotation_limit_renders_in_one_process(
+        tmp_path: Path, longest_fits: bool, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filling a file's slots checks the length of its whole text, and when that is too long, of its longest
+    object, against the annotations' size limit; an object that could pass it sends the render to the whole
     pipeline, which checks the annotations exactly."""
     import toporender.validation
 
     repo = many_files(tmp_path / "repo")
-    plain = one_process(repo, "--format", "json")
+    plain = one_process(repo, "--format", fmt)
     lengths: list[int] = []
 
     def fit(length: int) -> bool:
@@ -296,7 +335,7 @@ def test_a_line_that_could_pass_the_annotation_limit_renders_in_one_process(
         return real(root, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pipeline, "render_stream", spy)
-    result = spread(repo, "--format", "json", "--no-cache")
+    result = spread(repo, "--format", fmt, "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
     assert whole == ([] if longest_fits else [repo])
     assert all(whole_file > line for whole_file, line in zip(lengths[::2], lengths[1::2]))
@@ -318,6 +357,7 @@ def _group(notes: dict[str, str]) -> dict[str, object]:
 SHARED = {"k": "v"}
 
 
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
 @pytest.mark.parametrize(("objects", "slotted"), [
     ([[_group({"k": "v"})], [_pod("a", {"k": "v"}), _pod("b", {"k": "w"})]], True),
     ([[_group({"k": "v"}), {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}],
@@ -330,7 +370,7 @@ SHARED = {"k": "v"}
     ([[_group({"k": "v", "\0": ""})], [_pod("a", {"k": "v"})]], False),
 ], ids=["pods", "other kinds", "empty notes", "no notes", "own gang note", "own pod note", "shared notes",
         "slot key"])
-def test_which_files_take_slots(objects: list[list[dict[str, object]]], slotted: bool,
+def test_which_files_take_slots(objects: list[list[dict[str, object]]], slotted: bool, fmt: str,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's lines take slots only where placement's notes go at the end of each PodGroup's and pod's own
     non-empty annotations; the slots are found where the lines hold them. Any other file keeps its objects,
@@ -342,16 +382,19 @@ def test_which_files_take_slots(objects: list[list[dict[str, object]]], slotted:
     import toporender.validation
 
     monkeypatch.setattr(toporender.validation, "output_problems", lambda objects, kai_version: [])
+    objects = copy.deepcopy(objects)  # the table's objects stay as written for the next format
     before = copy.deepcopy(objects)
     gang = {"key": "w#g", "pool": "p", "tasks": [p["metadata"]["name"] for p in objects[1]]}  # type: ignore[index]
     f = rerender._File("w.yaml", "key", {"gangs": [gang]}, objects=[objects], stored=b"")
-    rerender._slot([f], {"pools": {"p": {"pin": "none"}}, "pool_objects": [], "kai": "main"})
+    rerender._slot([f], {"pools": {"p": {"pin": "none"}}, "pool_objects": [], "kai": "main"}, fmt)
     assert f.stored is not None
     if not slotted:
         assert (f.at, f.slots) == (None, None)
         assert marshal.loads(f.stored) == [before]
         return
     assert f.slots == [1] and f.at is not None and len(f.at) == 1 + len(objects[1])
-    assert all(f.stored[at:at + len(rerender._SLOT_BYTES)] == rerender._SLOT_BYTES for at in f.at)
-    lines = f.stored.replace(rerender._SLOT_BYTES, b"").decode().splitlines()
-    assert [json.loads(line) for line in lines] == before[0] + before[1]
+    slot = rerender._slot_text(fmt)
+    assert all(f.stored[at:at + len(slot)] == slot for at in f.at)
+    text = f.stored.replace(slot, b"").decode()
+    read = [json.loads(line) for line in text.splitlines()] if fmt == "json" else list(yaml.safe_load_all(text))
+    assert read == before[0] + before[1]

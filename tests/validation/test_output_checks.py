@@ -186,15 +186,15 @@ def test_streams_with_annotations_to_add_to() -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
-@given(data=st.data(), value=st.text(max_size=40), size=st.sampled_from([0, 60_000, 270_000]),
-       damage=st.none() | json_values)
+@given(data=st.data(), value=st.text(max_size=40), size=st.sampled_from([0, 60_000, 180_000, 270_000]),
+       damage=st.none() | json_values, fmt=st.sampled_from(["json", "yaml"]),
+       pad=st.sampled_from(["x", "\u2028", "\u00e9"]))
 def test_placement_notes_bear_on_no_rule_but_the_annotation_limit(data: st.DataObject, value: str, size: int,
-                                                                  damage: Any) -> None:
+                                                                  damage: Any, fmt: str, pad: str) -> None:
     """What placement adds to a PodGroup's or pod's own non-empty annotations (its keys, any text) changes
     no problem the output check finds, but the annotations' size limit; a stream whose every annotated
-    object's line ``annotations_fit`` has the problems it had without the notes."""
-    import orjson
-
+    object's text ``annotations_fit`` has the problems it had without the notes."""
+    from toporender.emit.stream import dump_chunks
     from toporender.placement.outcomes import PLACEMENT_NOTES
     from toporender.validation import annotations_fit
 
@@ -216,11 +216,11 @@ def test_placement_notes_bear_on_no_rule_but_the_annotation_limit(data: st.DataO
         notes = meta.get("annotations") if isinstance(meta, dict) else None
         if not isinstance(notes, dict) or not notes or any(key in notes for key in PLACEMENT_NOTES):
             continue
-        notes.update({key: value + "x" * (size if i == 0 else 0) for i, key in enumerate(keys)})
+        notes.update({key: value + pad * (size // len(pad.encode()) if i == 0 else 0) for i, key in enumerate(keys)})
         annotated += 1
         try:
-            fits = fits and annotations_fit(len(orjson.dumps(obj)))
-        except TypeError:  # an int orjson refuses: the standard encoder writes at least as many bytes
+            fits = fits and annotations_fit(len(b"".join(dump_chunks([obj], fmt))))
+        except TypeError:  # a value the YAML writer does not take
             fits = False
     after = _fast(stream, kai)
     if fits:

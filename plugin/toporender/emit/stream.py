@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -314,6 +315,39 @@ def json_string(text: str) -> bytes:
         return orjson.dumps(text)
     except TypeError:
         return _JSON.encode(text).encode()
+
+
+def annotation_entries(fmt: str) -> Callable[[dict[str, str]], bytes]:
+    """What the stream in ``fmt`` writes for the entries ``notes`` at the end of a non-empty ``annotations``
+    mapping of an object's ``metadata``, after the mapping's own entries: in JSON ``,"key":"value"`` each, in
+    YAML a line ``    key: value`` each (a multi-line value as its literal block). The function keeps what
+    it worked out for the next notes."""
+    import orjson
+
+    if fmt == "json":
+        keys: dict[str, bytes] = {}
+
+        def json_entries(notes: dict[str, str]) -> bytes:
+            out = b""
+            for key, value in notes.items():
+                head = keys.get(key)
+                if head is None:
+                    head = keys[key] = b"," + json_string(key) + b":"
+                try:
+                    out += head + orjson.dumps(value)
+                except TypeError:
+                    out += head + json_string(value)
+            return out
+
+        return json_entries
+    writer = _Writer()
+
+    def yaml_entries(notes: dict[str, str]) -> bytes:
+        writer.out.clear()
+        writer.mapping(notes, "    ", None)
+        return "".join(writer.out).encode()
+
+    return yaml_entries
 
 
 def dump_json(objects: list[dict[str, Any]]) -> str:

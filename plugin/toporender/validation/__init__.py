@@ -214,8 +214,9 @@ def output_problems(
     return out
 
 
-def annotations_fit(line_length: int) -> bool:
-    """Whether an object written as a compact JSON line of ``line_length`` bytes (``ensure_ascii=False``, as
-    the stream writes it) surely keeps its annotations within their size limit: the limit counts the UTF-8
-    bytes of every key and value, and the line holds each of them at least once, escaping only adding bytes."""
-    return line_length <= TOTAL_ANNOTATION_SIZE_LIMIT
+def annotations_fit(written: int) -> bool:
+    """Whether an object written in ``written`` bytes of a stream (JSON or YAML, as
+    :mod:`toporender.emit.stream` writes them) surely keeps its annotations within their size limit, which
+    counts the UTF-8 bytes of every key and value: the text holds each of them, and an escape never takes
+    fewer bytes than the character it stands for (``\\u2028`` for three bytes, ``\\0`` for one)."""
+    return written <= TOTAL_ANNOTATION_SIZE_LIMIT
