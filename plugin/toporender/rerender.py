@@ -34,6 +34,7 @@ renders or fails exactly as without a cache, so the output is the same bytes eit
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -95,10 +96,10 @@ class _File:
     """Where a worker that built the file wrote its ``objects`` entry instead: a file of the render's spill
     folder, the offset and the length."""
     slots: list[int] | None = None
-    """For a file a worker spilled as the lines of the JSON stream with slots (:func:`_slot`) rather than as
-    objects: each gang's number of PodGroups, whose slots come before its pods' (one each)."""
+    """For a file a worker spilled as the stream's text with slots (:func:`_slot`) rather than as objects: each
+    gang's number of PodGroups, whose slots come before its pods' (one each)."""
     at: list[int] | None = None
-    """Where each slot starts in those lines."""
+    """Where each slot starts in that text."""
 
     def objects_json(self) -> bytes | None:
         """The ``objects`` entry of a file built now, wherever it is kept."""
@@ -480,6 +481,7 @@ _SLOT_KEY = "\x00"
 a file whose text holds that text anywhere else is kept as its objects."""
 
 
+@functools.cache
 def _slot_text(fmt: str) -> bytes:
     from toporender.emit.stream import annotation_entries
 
@@ -937,11 +939,11 @@ def _write(store: Store, fmt: str, context: dict[str, Any], files: list[_File], 
 def _write_spread(workers: Workers, fmt: str, context: dict[str, Any], files: list[tuple[_File, str]],
                   outcomes: _Outcomes, keep: bool) -> dict[str, list[bytes | memoryview]]:
     """Each of ``files`` (a file a worker built and spilled, with its ``emit`` key) annotated with its outcomes
-    and written, as pieces by ``emit`` key: a file spilled as lines with slots by filling them here
+    and written, as pieces by ``emit`` key: a file spilled as text with slots by filling them here
     (:func:`_fill`), any other by ``workers``, chunks of files each checked with the pool objects. ``keep``:
     the files were spilled as JSON (else in :mod:`marshal`'s format or with slots).
 
-    The spilled lines and the workers' output are files of the spill folder, which this process maps: sent
+    The spilled text and the workers' output are files of the spill folder, which this process maps: sent
     through the pool's pipe, the bytes of a 1M-GPU render (400 MB) were copied three times more and cost a
     CPU-second in page faults of this process alone. A mapping stays readable after the folder is removed."""
     import mmap
