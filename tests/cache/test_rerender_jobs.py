@@ -146,6 +146,19 @@ def test_a_cold_spread_render_fills_the_cache_for_one_file_edits(tmp_path: Path,
     assert built == ["workflows/w02.yaml"]  # by the cached render; the uncached ones spread or went whole
 
 
+def whole_renders(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The repos rendered by the whole pipeline from now on (a spread render that handed itself over)."""
+    whole: list[Path] = []
+    real = pipeline.render_stream
+
+    def spy(root: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        whole.append(root)
+        return real(root, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "render_stream", spy)
+    return whole
+
+
 def _killed(_: object) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -243,14 +256,7 @@ def test_objects_that_would_not_read_back_render_in_one_process(tmp_path: Path, 
         kept_as_objects(repo)
     plain = one_process(repo)
     monkeypatch.setattr(rerender, "_exact_json" if cached else "_marshal", lambda objects: None)
-    whole: list[Path] = []
-    real = pipeline.render_stream
-
-    def spy(root: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        whole.append(root)
-        return real(root, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline, "render_stream", spy)
+    whole = whole_renders(monkeypatch)
     result = spread(repo) if cached else spread(repo, "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
     assert whole == [repo]
@@ -327,14 +333,7 @@ def test_an_object_that_could_pass_the_annotation_limit_renders_in_one_process(
         return longest_fits and len(lengths) % 2 == 0
 
     monkeypatch.setattr(toporender.validation, "annotations_fit", fit)
-    whole: list[Path] = []
-    real = pipeline.render_stream
-
-    def spy(root: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
-        whole.append(root)
-        return real(root, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline, "render_stream", spy)
+    whole = whole_renders(monkeypatch)
     result = spread(repo, "--format", fmt, "--no-cache")
     assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
     assert whole == ([] if longest_fits else [repo])
