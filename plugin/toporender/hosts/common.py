@@ -6,10 +6,12 @@ result back into the host's output format; these helpers keep that translation u
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import PurePosixPath
+from typing import Any
 
 from toporender.errors import Diagnostic, Position, fail
 
@@ -45,9 +47,9 @@ def write_stdout(text: str | Sequence[bytes | memoryview]) -> None:
         sys.stdout.flush()
         if isinstance(text, str):
             buffer.write(text.encode("utf-8"))
-        elif len(text) > _IOV_MAX and hasattr(os, "writev"):
+        elif len(text) > _IOV_MAX and hasattr(os, "writev") and (fd := _fileno(buffer)) is not None:
             buffer.flush()
-            write_pieces(buffer.fileno(), text)
+            write_pieces(fd, text)
         else:
             buffer.writelines(text)
     sys.stdout.flush()
@@ -57,16 +59,25 @@ _IOV_MAX = 1024
 """The most pieces one ``writev`` takes (POSIX requires at least 16; Linux takes 1,024)."""
 
 
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (OSError, ValueError):  # io.UnsupportedOperation is both: a stream in memory
+        return None
+
+
 def write_pieces(fd: int, pieces: Sequence[bytes | memoryview]) -> None:
     """Write ``pieces`` to ``fd`` in order, :data:`_IOV_MAX` at a time: a stream of a few hundred thousand
     pieces (a large render's lines, cut where placement annotates them) went through the buffered writer's
     8 KiB buffer one piece at a time, twice as slow. A short write (a signal, a full pipe) writes the rest
-    again."""
+    again; a write that takes nothing raises OSError."""
     for start in range(0, len(pieces), _IOV_MAX):
-        batch = list(pieces[start:start + _IOV_MAX])
+        batch = [piece for piece in pieces[start:start + _IOV_MAX] if len(piece)]
         first = 0
         while first < len(batch):
             done = os.writev(fd, batch[first:])
+            if not done:
+                raise OSError(errno.EIO, "the output took no bytes")
             while first < len(batch) and done >= len(batch[first]):
                 done -= len(batch[first])
                 first += 1
