@@ -496,7 +496,7 @@ def _slot(built: list[_File], context: dict[str, Any], fmt: str) -> None:
     objects, as they are before placement annotates them: no rule of the check reads the keys placement
     writes, and the one rule its values bear on, the annotations' size, :func:`_fill` keeps.
 
-    A file holds slots only where the notes go at the end of the annotations: every slot's annotations a
+    A file holds slots only where placement's annotations go at the end of the object's own: each a
     non-empty mapping of its own, without the keys placement writes, in a pool that does not pin (that changes
     the pods' affinity). Any other file is kept as its objects, in :mod:`marshal`'s format."""
     from toporender.emit.stream import dump_chunks
