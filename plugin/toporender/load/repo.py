@@ -130,6 +130,11 @@ def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:
     """Repo-relative POSIX paths of the regular files matching ``patterns``, sorted (:mod:`toporender.load.walk`).
 
     A match that is not a readable regular file inside the repo is an error at its path, never skipped."""
+    return sorted(_found(root, patterns, exclude).files)
+
+
+def _found(root: Path, patterns: list[str], exclude: set[str]) -> walk.Found:
+    """:func:`discover`'s walk, with each file's size."""
     for pattern in patterns:
         if os.path.isabs(pattern) or ".." in Path(pattern).parts:
             raise fail(f"workflow pattern {pattern!r} must be relative to the repo and stay inside it",
@@ -144,7 +149,7 @@ def discover(root: Path, patterns: list[str], exclude: set[str]) -> list[str]:
     if len(found.files) > MAX_WORKFLOW_FILES:
         raise fail(f"more than {MAX_WORKFLOW_FILES} workflow files matched; narrow 'workflows:'",
                    Position(CONFIG_FILE))
-    return sorted(found.files)
+    return found
 
 
 def load_repo(root: Path) -> Repo:
@@ -197,8 +202,9 @@ def workflow_sizes(root: Path, config: RepoConfig) -> list[tuple[str, int]]:
     """:func:`workflow_paths`, each with its size in bytes."""
     out = []
     total = 0
-    for rel in discover(root, config.workflows, {CONFIG_FILE}):
-        size = os.stat(os.path.join(root, rel)).st_size
+    found = _found(root, config.workflows, {CONFIG_FILE})
+    for rel in sorted(found.files):
+        size = found.sizes[rel]
         total += size
         if total > MAX_TOTAL_BYTES:
             raise fail(f"the workflow files add up to more than {MAX_TOTAL_BYTES // 2**20} MiB; split the repo "
