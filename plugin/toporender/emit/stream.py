@@ -322,8 +322,6 @@ def annotation_entries(fmt: str) -> Callable[[dict[str, str]], bytes]:
     mapping of an object's ``metadata``, after the mapping's own entries: in JSON ``,"key":"value"`` each, in
     YAML a line ``    key: value`` each (a multi-line value as its literal block). The function keeps what
     it worked out for the next notes."""
-    import orjson
-
     if fmt == "json":
         keys: dict[str, bytes] = {}
 
@@ -333,10 +331,7 @@ def annotation_entries(fmt: str) -> Callable[[dict[str, str]], bytes]:
                 head = keys.get(key)
                 if head is None:
                     head = keys[key] = b"," + json_string(key) + b":"
-                try:
-                    out += head + orjson.dumps(value)
-                except TypeError:
-                    out += head + json_string(value)
+                out += head + json_string(value)
             return out
 
         return json_entries
