@@ -366,12 +366,12 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
 
     With ``jobs`` > 1 and files worth it (:func:`toporender.jobs.worth_spreading`), worker processes read the
     files (chunks of them, results taken in file order) while this process reads the inventory, builds its
-    topology tree and compiles the gangs for the packer as they come; a large pool's packer packs each gang as
+    topology tree and compiles the gangs for the packer as they come; each pool's packer packs each gang as
     soon as the gangs before it in arrival order have come (:class:`~toporender.placement.stage.PackAhead`). Any
     problem they meet sends the repo through this process one file at a time, so messages and their order never
     depend on ``jobs``."""
     from toporender.placement.outcomes import load_order
-    from toporender.placement.stage import PackAhead, compile_ahead, plan_pools
+    from toporender.placement.stage import PackAhead, plan_pools
 
     config_doc, config = load_repo_config(root)
     repo = Repo(root, config_doc, config, ())
@@ -381,12 +381,11 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     paths = [rel for rel, _ in sizes]
     inventories: dict[str, Any] = {}
     trees: dict[str, Any] = {}
-    compiled: dict[str, dict[str, Any]] = {}
     ahead: list[PackAhead] = []
 
     def meanwhile(chunks: Iterator[_Chunk | None]) -> None:
-        """Read the inventories and build their trees, then compile the gangs as the workers send them, and pack
-        the large pools' gangs whose turn it is."""
+        """Read the inventories and build their trees, then pack the gangs whose turn it is as the workers send
+        them."""
         _read_inventories(repo, inventory, inventories, trees)
         if not trees:
             return
@@ -395,7 +394,6 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
             for chunk in chunks:
                 if chunk is None:
                     return
-                compile_ahead(trees, chunk[1], compiled)
                 ahead[0].feed(chunk[1])
         except Exception:  # noqa: BLE001, S110 - what a worker raised is _plan_in_processes's to handle
             return
@@ -406,7 +404,7 @@ def plan_repo(root: Path, inventory: Path | None = None, jobs: int = 1) -> list[
     queued, demands = planned or _plan_here(repo, paths, config_sink)
     inv = _inventory_in_repo(root, inventory)
     return [(name, plan) for name, plan, _ in plan_pools(repo, queued, demands, inventory=inv,
-                                                           inventories=inventories, trees=trees, compiled=compiled,
+                                                           inventories=inventories, trees=trees,
                                                            ahead=ahead[0] if planned and ahead else None)]
 
 

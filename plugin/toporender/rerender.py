@@ -552,8 +552,8 @@ def _slot(built: list[_File], context: dict[str, Any], fmt: str) -> None:
 
 
 class _Ahead:
-    """What this process does while the workers build: read the inventories the config names, then pack the large
-    pools' gangs as their demands arrive (:class:`~toporender.placement.stage.PackAhead`), for :func:`_pack` to
+    """What this process does while the workers build: read the inventories the config names, then pack the pools'
+    gangs as their demands arrive (:class:`~toporender.placement.stage.PackAhead`), for :func:`_pack` to
     take. Anything that goes wrong here only leaves :func:`_pack` to read and pack from scratch, and report."""
 
     def __init__(self) -> None:

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,6 +20,7 @@ from test_rerender import NAMESPACED
 from conftest import CliResult, run_cli, write_repo
 from toporender import jobs as jobs_module
 from toporender import pipeline, rerender
+from toporender.placement import stage
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +97,26 @@ def test_a_spread_render_is_the_render_of_one_process(tmp_path: Path, cache_dir:
     built = files_built_here(monkeypatch)
     assert_spread_same(repo, *args, jobs=jobs)
     assert built == []
+
+
+def test_the_pool_is_packed_while_the_workers_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process packs the pool's gangs as the workers send them, some of which do not fit (so the greedy
+    baselines run at the end too): the stream of one process, byte for byte."""
+    repo = many_files(tmp_path / "repo")
+    plain = one_process(repo, "--format", "json")
+    assert "cannot be placed" in plain.stderr
+    packed: list[int] = []
+    take = stage.PackAhead.take
+
+    def spy(self: stage.PackAhead, pool_name: str, demands: Any) -> Any:
+        got = take(self, pool_name, demands)
+        packed.append(-1 if got is None else got.packed)
+        return got
+
+    monkeypatch.setattr(stage.PackAhead, "take", spy)
+    result = spread(repo, "--format", "json", "--no-cache")
+    assert (result.code, result.stdout, result.stderr) == (plain.code, plain.stdout, plain.stderr)
+    assert packed == [12]
 
 
 @pytest.mark.parametrize(("files", "expected"), [

@@ -19,7 +19,7 @@ from conftest import ROOT, write_repo
 from toporender import jobs as jobs_module
 from toporender import pipeline
 from toporender.cli import cli
-from toporender.placement import fit, packer, stage
+from toporender.placement import fit, stage
 
 
 def run(*args: str, stdin: str | None = None):  # noqa: ANN201
@@ -198,17 +198,18 @@ def _variant(scale_repo: Path, root: Path, *, lock: bool = False, two_pools: boo
 ], ids=["no lock", "lock", "two pools", "two pools and a lock", "unplaceable gangs"])
 def test_plan_packs_while_the_workers_read(scale_repo: Path, tmp_path: Path, variant: dict[str, Any],
                                            streamed: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Large pools are packed while the workers still read, each gang once it and every gang before it in
-    arrival order have come (the gangs listed in the lock before a key it lists that never comes); the rest
-    are packed at the end. The plan is byte for byte the one packed all at once, in one process or not."""
+    """Pools are packed while the workers still read, each gang once it and every gang before it in arrival
+    order have come (the gangs listed in the lock before a key it lists that never comes); the rest are packed
+    at the end. The plan is byte for byte the one packed all at once, in one process or not."""
     repo = _variant(scale_repo, tmp_path / "repo", **variant)
     one = run("plan", str(repo), "--format", "json", "--jobs", "1")
     assert one.exit_code == 0, one.output
     monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
-    at_end = run("plan", str(repo), "--format", "json", "--jobs", "2")
-    monkeypatch.setattr(packer, "STREAM_MIN_NODES", 1)
-    taken: dict[str, int] = {}
     take = stage.PackAhead.take
+    with monkeypatch.context() as patched:
+        patched.setattr(stage.PackAhead, "take", lambda *_: None)
+        at_end = run("plan", str(repo), "--format", "json", "--jobs", "2")
+    taken: dict[str, int] = {}
 
     def counted(self: stage.PackAhead, pool_name: str, demands: Any) -> Any:
         got = take(self, pool_name, demands)
@@ -238,7 +239,6 @@ def test_plan_packs_from_scratch_when_packing_ahead_fails(scale_repo: Path,
     """A packer that fails while the workers read leaves every pool to be packed at the end, from scratch."""
     one = run("plan", str(scale_repo), "--format", "json", "--jobs", "1")
     monkeypatch.setattr(jobs_module, "SPREAD_FROM_FILES", 1)
-    monkeypatch.setattr(packer, "STREAM_MIN_NODES", 1)
     feed = stage.PackAhead._feed
     calls: list[int] = []
 

@@ -51,11 +51,6 @@ NAMED_BLOCKERS = 50
 GREEDY_MAX_NODES = 12_000
 """Pools up to this many nodes are also packed by the two greedy baselines (see :func:`pack`)."""
 
-STREAM_MIN_NODES = GREEDY_MAX_NODES + 1
-"""Pools of at least this many nodes may be packed while their demands still arrive (``ahead`` of :func:`pack`):
-smaller ones are packed three times at the end anyway, and pack fast."""
-
-
 def pods_at_least(sizes: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """From ``(pod size, pods)`` largest first (a group's ``sizes``): per pod size, the GPUs of the pods of at
     least that size."""

@@ -146,12 +146,11 @@ def uses_placement(repo: Repo, inventory: str | None, inventory_docs: list[Docum
 def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
                inventory: str | None = None, inventory_docs: list[Document] | None = None,
                order: Sequence[str] | None = None, inventories: dict[str, Inventory] | None = None,
-               trees: dict[str, Tree] | None = None, compiled: Mapping[str, Mapping[str, CompiledGang]] | None = None,
+               trees: dict[str, Tree] | None = None,
                ahead: PackAhead | None = None) -> list[tuple[str, PlacementPlan, list[A]]]:
     """Pack every pool that has an inventory; gangs in arrival order (``order``: the lock's, else read it).
     ``inventories``: those read already, by path (:func:`pool_inventory`'s cache); ``trees``: the pools' trees
-    built from them already, by pool (:func:`pool_tree`), with ``compiled``, gangs compiled against them ahead
-    (:func:`compile_ahead`), by pool and key; ``ahead``: pools packed in part while the demands arrived.
+    built from them already, by pool (:func:`pool_tree`); ``ahead``: pools packed in part while the demands arrived.
 
     ``demands`` holds each gang's :func:`gang_demand` by gang key: what the packer needs of its built Pods, so a
     caller that only plans can drop each gang's Pods as soon as it has its demand."""
@@ -178,31 +177,30 @@ def plan_pools(repo: Repo, gangs: Sequence[A], demands: Mapping[str, Any], *,
             plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector, ahead=packer,
                         compiled=ahead.compiled.get(pool_name))
         else:
-            plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector, tree=tree,
-                        compiled=compiled.get(pool_name) if tree and compiled else None)
+            plan = pack(inv, levels, pool_demands, node_selector=pool.node_selector, tree=tree)
         plans.append((pool_name, plan, members))
     return plans
 
 
 class PackAhead:
-    """Packs large pools while worker processes still make the demands (``toporender plan``).
+    """Packs the pools while worker processes still make the demands (``toporender plan`` and ``render``).
 
     A packer's plan of the first gangs never depends on the gangs after them, so a pool's packer takes the next
     gang in arrival order as soon as it and every gang before it have arrived: at once without a lock, and with
-    one, once every gang it lists has arrived (or at the end, when some never do). Pools of fewer than
-    :data:`~toporender.placement.packer.STREAM_MIN_NODES` nodes are left to :func:`plan_pools`. Whatever goes
-    wrong stops all of it: :meth:`take` then gives nothing, and the pools are packed from scratch at the end,
-    which reports what there is to report in the usual order.
+    one, once every gang it lists has arrived (or at the end, when some never do). What is left for the end is
+    the gangs that came last, and the greedy baselines of a pool whose packer left a gang out
+    (:func:`~toporender.placement.packer.pack`): small pools are packed ahead too, since the render's own
+    process mostly waits for the workers meanwhile. Whatever goes wrong stops all of it: :meth:`take` then gives
+    nothing, and the pools are packed from scratch at the end, which reports what there is to report in the
+    usual order.
     """
 
     def __init__(self, trees: dict[str, Tree], order: Sequence[str]):
-        """Take the trees of the pools it packs out of ``trees`` (packing changes them)."""
+        """Take the pools' trees out of ``trees`` (packing changes them)."""
         from toporender.placement import packer
 
-        self.packers = {name: packer.Packer(tree, ()) for name, tree in trees.items()
-                        if len(tree.node_names) >= packer.STREAM_MIN_NODES}
-        for name in self.packers:
-            del trees[name]
+        self.packers = {name: packer.Packer(tree, ()) for name, tree in trees.items()}
+        trees.clear()
         self.compiled: dict[str, dict[str, CompiledGang]] = {}
         self.rank = {key: i for i, key in enumerate(order)}
         self.locked: list[tuple[str, GangDemand] | None] = [None] * len(order)
