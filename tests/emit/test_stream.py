@@ -23,6 +23,7 @@ from ruamel.yaml import YAML
 
 from conftest import ROOT
 from toporender.emit.stream import (
+    annotation_entries,
     dump,
     dump_chunks,
     dump_json,
@@ -270,3 +271,28 @@ def test_a_json_string_is_written_as_the_standard_encoder_writes_it() -> None:
         assert json_string(text) == json.dumps(text, ensure_ascii=False).encode()
     with pytest.raises(UnicodeEncodeError):
         json_string("\ud800")
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(strings | st.sampled_from(TRICKY), strings | st.sampled_from([*TRICKY, "\ud800", "a\udfffb"]),
+                       max_size=4))
+def test_annotation_entries_are_what_the_stream_writes_after_the_own(fmt: str, notes: dict[str, str]) -> None:
+    """Entries written after an object's own annotations, in place of a marker entry, give the text the stream
+    writes for the object with those entries added (how a spread render fills placement's annotations in), or
+    fail as writing that object fails (a lone surrogate in JSON)."""
+    written = annotation_entries(fmt)
+    marker = written({"\x00": ""})
+    for own in ({"a": "b"}, {"note": "x\ny", "yes": "on"}):
+        notes = {k: v for k, v in notes.items() if k not in own and k != "\x00"}
+        obj = {"kind": "Pod", "metadata": {"name": "p", "annotations": {**own, "\x00": ""}}, "spec": {"x": 1}}
+        text = b"".join(dump_chunks([obj], fmt))
+        assert text.count(marker) == 1
+        expected = {**obj, "metadata": {"name": "p", "annotations": {**own, **notes}}}
+        try:
+            whole = b"".join(dump_chunks([expected], fmt))
+        except UnicodeEncodeError:
+            with pytest.raises(UnicodeEncodeError):
+                written(notes)
+            continue
+        assert text.replace(marker, written(notes)) == whole

@@ -320,19 +320,20 @@ def json_string(text: str) -> bytes:
 def annotation_entries(fmt: str) -> Callable[[dict[str, str]], bytes]:
     """What the stream in ``fmt`` writes for the entries ``notes`` at the end of a non-empty ``annotations``
     mapping of an object's ``metadata``, after the mapping's own entries: in JSON ``,"key":"value"`` each, in
-    YAML a line ``    key: value`` each (a multi-line value as its literal block). The function keeps what
-    it worked out for the next notes."""
+    YAML a line ``    key: value`` each (a multi-line value as its literal block). The YAML function keeps its
+    writer for the next notes."""
     if fmt == "json":
-        keys: dict[str, bytes] = {}
+        import orjson
 
         def json_entries(notes: dict[str, str]) -> bytes:
-            out = b""
-            for key, value in notes.items():
-                head = keys.get(key)
-                if head is None:
-                    head = keys[key] = b"," + json_string(key) + b":"
-                out += head + json_string(value)
-            return out
+            """orjson writes a mapping's entries as it writes them inside the object's line; a lone surrogate,
+            which it refuses, goes entry by entry (:func:`json_string`)."""
+            if not notes:
+                return b""
+            try:
+                return b"," + orjson.dumps(notes)[1:-1]
+            except TypeError:
+                return b"".join(b"," + json_string(key) + b":" + json_string(value) for key, value in notes.items())
 
         return json_entries
     writer = _Writer()
