@@ -175,3 +175,19 @@ def test_gang_hash_is_the_sha256_of_the_canonical_json(name: str, placed: bool) 
                        "reason": None if placed else f"no room for {name}"},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     assert gang_hash(("zone", name), gang) == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["plain-name", "a\x7fb", "x\x1fy", "tab\t", 'q"uote', "back\\slash", "é",
+                                  "\u2028", "\U0001f600", "\ud800"])
+def test_the_placement_annotation_is_the_canonical_json(name: str) -> None:
+    """A gang's placement annotation (subgroup -> level -> domain, keys sorted) is the standard encoder's text
+    whichever encoder wrote it, for names sorting before and after the others."""
+    import json
+
+    from toporender.placement.outcomes import PLACEMENT, GangOutcome, placement_notes
+    from toporender.placement.plan import GangPlacement
+
+    domains = {name: {"zone": name, "rack": "r1"}, "m": {name: "z", "a": name}, "": {}}
+    gang = GangPlacement("k", "k", 8, True, None, subgroup_domains=domains, pod_nodes={"p": "n"})
+    gang_notes, _ = placement_notes(["p"], GangOutcome(gang, "hash"))
+    assert gang_notes[PLACEMENT] == json.dumps(domains, sort_keys=True, separators=(",", ":"))

@@ -180,7 +180,7 @@ def placement_notes(tasks: Sequence[str], outcome: GangOutcome) -> tuple[dict[st
     """The annotations a gang's placement adds: to each of its PodGroups, and to each pod (``tasks``: the task
     name of each pod, in order; an empty mapping for a pod that gets none). Every value is a string and every
     key one of :data:`PLACEMENT_NOTES`."""
-    from toporender.placement.plan import domain_text
+    from toporender.placement.plan import domain_text, sorted_json
 
     gp = outcome.placement
     gang_notes: dict[str, str] = {PLAN_HASH: outcome.plan_hash}
@@ -188,7 +188,7 @@ def placement_notes(tasks: Sequence[str], outcome: GangOutcome) -> tuple[dict[st
         gang_notes[PLACEMENT] = "unplaceable"
         gang_notes[REASON] = gp.reason or "no domain fits"
         return gang_notes, [{} for _ in tasks]
-    gang_notes[PLACEMENT] = json.dumps(gp.subgroup_domains, sort_keys=True, separators=(",", ":"))
+    gang_notes[PLACEMENT] = sorted_json(gp.subgroup_domains).decode()
     pod_domain = gp.pod_domain
     pod_nodes = gp.pod_nodes
     pod_notes: list[dict[str, str]] = []

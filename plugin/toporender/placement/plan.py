@@ -169,6 +169,21 @@ def orjson_is_standard(raw: bytes) -> bool:
     return raw.isascii() and b"\x7f" not in raw
 
 
+def sorted_json(value: Any) -> bytes:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` as bytes: orjson's where
+    :func:`orjson_is_standard` holds (three times faster), else the standard encoder's (orjson refuses a lone
+    surrogate, which ``json.dumps`` escapes)."""
+    import orjson
+
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        if orjson_is_standard(text):
+            return text
+    except TypeError:
+        pass
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 def plan_hash(levels: tuple[str, ...], gangs: dict[str, GangPlacement]) -> str:
     """sha256 of the canonical JSON of the assignment (levels, and per gang the pod -> node map).
 
@@ -199,23 +214,12 @@ def gang_hash(levels: tuple[str, ...], gang: GangPlacement) -> str:
     reason). A gang's annotation changes only when its own placement or demand does, so appending a workflow
     that moves nothing leaves every other object's bytes alone.
 
-    The text is ``json.dumps({"gang": key, "gpus": n, "levels": [...], "nodes": sorted pod -> node pairs or
-    null, "reason": reason or null}, sort_keys=True, separators=(",", ":"))``: orjson's bytes where
-    :func:`orjson_is_standard` holds (three times faster, and a render hashes every gang while its workers
-    wait), else the standard encoder's (orjson refuses a lone surrogate, which ``json.dumps`` escapes)."""
-    import orjson
-
+    The text is :func:`sorted_json` of ``{"gang": key, "gpus": n, "levels": [...], "nodes": sorted pod -> node
+    pairs or null, "reason": reason or null}`` (a render hashes every gang while its workers wait)."""
     doc = {"gang": gang.key, "gpus": gang.gpus, "levels": list(levels),
            "nodes": sorted(gang.pod_nodes.items()) if gang.placed else None,
            "reason": None if gang.placed else gang.reason}
-    try:
-        text = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-        standard = orjson_is_standard(text)
-    except TypeError:
-        standard = False
-    if not standard:
-        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-    return hashlib.sha256(text).hexdigest()
+    return hashlib.sha256(sorted_json(doc)).hexdigest()
 
 
 def _lca_path(tree: Tree, owns: set[int]) -> list[int]:
