@@ -262,8 +262,8 @@ class PackAhead:
 def compile_ahead(trees: Mapping[str, Tree], gangs: Iterable[tuple[str, str, GangDemand]],
                   into: dict[str, dict[str, CompiledGang]]) -> None:
     """Compile the gangs (key, pool, demand) of pools that have a tree in ``trees`` against it, into ``into`` by
-    pool and key, for :func:`plan_pools` to pack. A gang that cannot be compiled is left for packing to compile
-    again, and report in its turn."""
+    pool and key, for :class:`PackAhead`'s packers and :func:`plan_pools` to pack. A gang that cannot be compiled
+    is left for packing to compile again, and report in its turn."""
     from toporender.placement.compiled import compile_gang
 
     for key, pool_name, demand in gangs:
