@@ -303,7 +303,7 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
     from toporender.build.backends import volcano
     from toporender.expand.naming import normalize
     from toporender.load.repo import Repo, load_repo_config, load_workflow, single_document
-    from toporender.placement.outcomes import demand_from_json, demand_json
+    from toporender.placement.outcomes import checked_demand_json
     from toporender.placement.stage import gang_demand, uses_placement
 
     fresh = [f if isinstance(f, str) else f.key for f in loaded]
@@ -345,22 +345,19 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
             files.append(item)
             continue
         built, tagged = by_source.get(rel, ([], []))
-        demands = [gang_demand(gang, pods) for gang, _, pods in built]
+        demands = [checked_demand_json(gang_demand(gang, pods)) for gang, _, pods in built]
         objects = [[group_objects, pods] for _, group_objects, pods in built]
         summaries = [{"key": g.key, "name": g.name, "pool": g.pool_name, "loc": list(g.loc),
                        "tasks": [t.spec.name for t in g.tasks], "groups": len(group_objects),
-                       "demand": demand_json(demand).decode()}
-                      for (g, group_objects, _), demand in zip(built, demands)]
+                       "demand": text.decode()}
+                      for (g, group_objects, _), (text, _) in zip(built, demands)]
         summary = {
             "name": names[rel],
             "gangs": summaries,
             "warnings": [[diagnostics_to_json([d])[0], tag] for d, tag in tagged],
             "idents": [_identity(o) for _, group_objects, pods in built for o in group_objects + pods],
         }
-        try:
-            exact = all(demand_from_json(orjson.loads(str(g["demand"]))) == d for g, d in zip(summaries, demands))
-        except (TypeError, ValueError, KeyError):
-            exact = False
+        exact = all(exact for _, exact in demands)
         stored = (encode or _exact_json)(objects) if exact else None
         files.append(_File(rel, key, summary, [g for g, _, _ in built], objects, stored))
     return context, files

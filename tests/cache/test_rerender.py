@@ -245,6 +245,45 @@ def test_a_demand_of_another_shape_is_refused(change: Any) -> None:
         outcomes.demand_from_json(change(data))
 
 
+def _demand(gpus: Any = 4, value: Any = None, names: tuple[str, str] = ("a", "b")) -> Any:
+    from toporender.expand.levels import LevelConstraint
+    from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
+
+    pods = (PodDemand(names[0], gpus, (("k", value, "NoSchedule"),)), PodDemand(names[1], 4, (), ("n1",)))
+    return GangDemand("w.yaml#g", "w/g", LevelConstraint("zone"),
+                      (SubgroupDemand("s", None, LevelConstraint("rack", "clique"), pods),), pods,
+                      (("a", "s"), ("b", "s")))
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(("demand", "exact"), [
+    (_demand(), True),
+    (_demand(value="v"), True),
+    (_demand(gpus=4.0), True),
+    (_demand(gpus=True), True),
+    (_demand(value=1), True),
+    (_demand(names=(_Text("a"), "b")), True),
+    (_demand(gpus=float("nan")), False),
+    (_demand(value=float("inf")), False),
+    (_demand(value=float("nan")), False),
+    (_demand(names=("a", "a")), False),
+], ids=["plain", "a value", "float GPUs", "bool GPUs", "int value", "str subclass", "NaN GPUs", "inf value",
+        "NaN value", "pods share a name"])
+def test_a_demand_is_checked_as_it_reads_back(demand: Any, exact: bool) -> None:
+    """``checked_demand_json`` says a demand's text reads back exactly when rebuilding the demand from it gives
+    it back, and writes the text ``demand_json`` writes."""
+    text, verdict = outcomes.checked_demand_json(demand)
+    assert text == outcomes.demand_json(demand)
+    try:
+        rebuilt = outcomes.demand_from_json(orjson.loads(text)) == demand
+    except ValueError:
+        rebuilt = False
+    assert verdict is exact is rebuilt
+
+
 def test_a_new_demand_packs_the_stored_inventory_without_reading_it(tmp_path: Path, cache_dir: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from toporender.placement import nodelist

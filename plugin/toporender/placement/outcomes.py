@@ -91,6 +91,12 @@ def demand_json(demand: GangDemand) -> bytes:
     TypeError for what JSON cannot hold."""
     import orjson
 
+    return orjson.dumps(demand_rows(demand))
+
+
+def demand_rows(demand: GangDemand) -> list[Any]:
+    """What :func:`demand_json` writes, as lists: JSON text that reads back equal to these rows reads back as
+    ``demand`` (see :func:`checked_demand_json`)."""
     index = {id(p): i for i, p in enumerate(demand.pods)}
     try:
         subgroups = [[s.name, s.parent, [s.constraint.required, s.constraint.preferred], [index[id(p)] for p in s.pods]]
@@ -98,9 +104,26 @@ def demand_json(demand: GangDemand) -> bytes:
     except KeyError:
         raise ValueError("a subgroup pod that is not one of the gang's") from None
     c = demand.constraint
-    return orjson.dumps([demand.key, demand.display, [c.required, c.preferred],
-                         [[p.name, p.gpus, p.tolerations, p.excluded] for p in demand.pods], subgroups,
-                         demand.pod_subgroup])
+    return [demand.key, demand.display, [c.required, c.preferred],
+            [[p.name, p.gpus, list(map(list, p.tolerations)), list(p.excluded)] for p in demand.pods], subgroups,
+            list(map(list, demand.pod_subgroup))]
+
+
+def checked_demand_json(demand: GangDemand) -> tuple[bytes, bool]:
+    """:func:`demand_json` of ``demand``, and whether :func:`demand_from_json` reads it back as ``demand``;
+    raises what :func:`demand_json` raises.
+
+    Compares the text read back with :func:`demand_rows` rather than rebuilding the demand from it: the rows
+    are what :func:`demand_from_json` is given, so equal rows give an equal demand, and the comparison stays in
+    C (rebuilding and comparing took 60 us of a 24-pod gang's 200). What it answers is whether the values
+    survive JSON (a float NaN, a toleration's value that is no string); the containers are the tuples the
+    dataclasses declare, as :func:`~toporender.placement.stage.gang_demand` builds them. Pod names must be
+    distinct, as :func:`demand_from_json` requires."""
+    import orjson
+
+    rows = demand_rows(demand)
+    text = orjson.dumps(rows)
+    return text, orjson.loads(text) == rows and len({p.name for p in demand.pods}) == len(demand.pods)
 
 
 def demands_json(demands: Sequence[GangDemand]) -> bytes:
