@@ -210,10 +210,14 @@ def test_plan_packs_while_the_workers_read(scale_repo: Path, tmp_path: Path, var
         patched.setattr(stage.PackAhead, "take", lambda *_: None)
         at_end = run("plan", str(repo), "--format", "json", "--jobs", "2")
     taken: dict[str, int] = {}
+    worked_out: dict[str, bool] = {}
 
     def counted(self: stage.PackAhead, pool_name: str, demands: Any) -> Any:
         got = take(self, pool_name, demands)
         taken[pool_name] = -1 if got is None else len(got.gangs)
+        if got is not None:  # the plan's parts of every gang placed ahead are worked out already
+            worked_out[pool_name] = got.plan_parts is not None and bool(got.placed) and \
+                got.placed <= set(got.plan_parts.kept)
         return got
 
     def never(*_: object) -> None:
@@ -225,6 +229,7 @@ def test_plan_packs_while_the_workers_read(scale_repo: Path, tmp_path: Path, var
     ahead = run("plan", str(repo), "--format", "json", "--jobs", "2")
     assert ahead.exit_code == 0, ahead.output
     assert taken == streamed
+    assert worked_out == dict.fromkeys(streamed, True)
     assert ahead.stdout == at_end.stdout == one.stdout
     pools = json.loads(one.stdout)
     assert set(pools) == set(streamed)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from toporender.placement.inventory import Inventory
 from toporender.placement.packer import Packer, pack
+from toporender.placement.plan import PlanParts
 from toporender.placement.tree import Tree
 
 LEVELS = ("zone", "block", "rack")
@@ -76,12 +77,34 @@ def test_gangs_packed_as_they_come_get_the_plan_of_all_at_once(seed: int, n: int
     """What lets ``toporender plan`` pack while the demands still arrive: a packer given the gangs a batch at a
     time, each batch packed before the next comes, ends with the plan of packing them all at once."""
     inv, gangs = _case(seed, n, tainted)
-    ahead = Packer(Tree(inv, LEVELS, {}), ())
-    for cut in [*sorted(cuts), n]:
-        ahead.add(gangs[len(ahead.gangs):cut])
-        ahead.run()
+    ahead = _packed_ahead(inv, gangs, cuts)
     assert ahead.hole == Packer(Tree(inv, LEVELS, {}), gangs).hole
     assert pack(inv, LEVELS, gangs, ahead=ahead) == pack(inv, LEVELS, gangs)
+
+
+@pytest.mark.parametrize(("seed", "n"), [(0, 6), (4, 6)])
+def test_a_gang_moved_after_its_parts_were_worked_out_gets_them_again(seed: int, n: int) -> None:
+    """The plan's parts of a gang are kept with the pods' nodes they were worked out from: a repair that moves
+    the gang afterwards (each gang here comes in a batch of its own) leaves the plan that of packing at once."""
+    inv, gangs = _case(seed, n, 0.0)
+    ahead = _packed_ahead(inv, gangs, list(range(1, n)))
+    assert ahead.plan_parts is not None
+    moved = [i for i, (_, nodes, _) in ahead.plan_parts.kept.items() if ahead.assign.get(i, {}) != nodes]
+    assert moved and set(moved) <= ahead.placed
+    assert pack(inv, LEVELS, gangs, ahead=ahead) == pack(inv, LEVELS, gangs)
+
+
+def _packed_ahead(inv: Inventory, gangs: list, cuts: list[int]) -> Packer:
+    """A packer given ``gangs`` a batch at a time, cut at ``cuts``, working out the plan's parts of each batch
+    as :class:`~toporender.placement.stage.PackAhead` does."""
+    ahead = Packer(Tree(inv, LEVELS, {}), ())
+    ahead.plan_parts = PlanParts(ahead.tree)
+    for cut in [*sorted(cuts), len(gangs)]:
+        start = len(ahead.gangs)
+        ahead.add(gangs[start:cut])
+        ahead.run()
+        ahead.plan_parts.note(ahead, start)
+    return ahead
 
 
 @pytest.mark.parametrize("seed", [1, 4, 5, 17])

@@ -41,7 +41,7 @@ from toporender.placement.compiled import CompiledGang, Group
 from toporender.placement.demand import GangDemand
 from toporender.placement.fit import FailedShape
 from toporender.placement.inventory import Inventory
-from toporender.placement.plan import PlacementPlan, build_plan
+from toporender.placement.plan import PlacementPlan, PlanParts, build_plan
 from toporender.placement.repair import Repairer
 from toporender.placement.tree import ROOT, Tree
 
@@ -85,6 +85,8 @@ class Packer(Repairer):
     """Whether this run is the copy another run kept at its first lift (:meth:`_before_lift`); it keeps none."""
     refusing: tuple[str, FailedShape] = ("", (0, 0, 0, (), frozenset()))
     """The reason and shape the gang being repaired gets if it is left out."""
+    plan_parts: PlanParts | None = None
+    """The plan's parts of the gangs placed so far, when worked out as they were placed (:class:`PackAhead`)."""
 
     def run(self) -> None:
         """Pack the gangs added since the last run (:meth:`~toporender.placement.fit.Fitter.add`)."""
@@ -126,7 +128,11 @@ class Packer(Repairer):
         packing the gangs before this one again (their exact searches are most of a small pool's time)."""
         if self.without_lifts is not None or self.forked:
             return
-        fork = copy.deepcopy(self)
+        parts, self.plan_parts = self.plan_parts, None  # the copy works its own out, if it is chosen
+        try:
+            fork = copy.deepcopy(self)
+        finally:
+            self.plan_parts = parts
         fork.forked = True
         if then is None or not fork._exact(fork.gangs[gang.idx], *then):
             fork.ejects = False
@@ -446,7 +452,7 @@ def pack(
             before = _choose(runs, len(gangs) - 1)[1]
             if packer is not runs[0][1] or before is not packer:
                 _explain_switch(runs[0][1], before, packer)
-        return build_plan(tree, packer)
+        return build_plan(tree, packer, packer.plan_parts)
 
 
 def _choose(runs: list[tuple[Tree, Packer]], gangs: int) -> tuple[Tree, Packer]:

@@ -240,42 +240,135 @@ def _finest_levels(gang: CompiledGang, finest: int) -> list[int]:
     return [lvl if lvl >= 0 else finest for lvl in out]
 
 
-def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
-    """Collect the packer's state into a :class:`PlacementPlan`."""
-    levels = tree.levels
-    gangs: dict[str, GangPlacement] = {}
-    # Nodes of one domain share their ancestors, so everything derived from a node's position is computed once
-    # per node domain (the node's own, finest domain) and cached.
-    views: dict[int, list[int]] = {}
-    names: dict[tuple[int, int], Domain] = {}
-    node_path = tree.node_path
+_Parts = tuple[dict[int, int], dict[tuple[str, ...], int], dict[str, dict[str, str]], dict[str, str],
+               dict[str, Domain], dict[str, int], dict[str, int]]
+"""A placed gang's GPUs per node domain, and its GangPlacement's domain GPUs, subgroup domains, pod nodes, pod
+domains, span and cuts."""
 
-    def by_level(own: int) -> list[int]:
+
+class PlanParts:
+    """What :func:`build_plan` works out for each placed gang of one tree, kept from one call to the next.
+
+    Packing a large pool while the demands still arrive (:class:`~toporender.placement.stage.PackAhead`) leaves
+    the plan to be built at the end, on one core, after everything else: at 1M GPUs the gangs' parts were most
+    of its half second. :meth:`note` works them out as gangs are placed; a gang placed elsewhere since (a repair
+    moved it) is worked out again, since each part is kept with the pod -> node map it was worked out from.
+    Nodes of one domain share their ancestors, so everything derived from a node's position is computed once
+    per node domain (the node's own, finest domain) and cached."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self.views: dict[int, list[int]] = {}
+        self.names: dict[tuple[int, int], Domain] = {}
+        self.single: dict[int, dict[str, str]] = {}
+        self.kept: dict[int, tuple[CompiledGang, dict[int, int], _Parts]] = {}
+
+    def note(self, packer: Fitter, start: int) -> None:
+        """Work out the parts of the gangs from ``start`` on that ``packer`` (on this tree) placed."""
+        for gang in packer.gangs[start:]:
+            if gang.idx in packer.placed:
+                self.parts(gang, packer.assign.get(gang.idx, {}))
+
+    def parts(self, gang: CompiledGang, asg: dict[int, int]) -> _Parts:
+        """The parts of ``gang`` placed as ``asg`` (pod -> node): kept ones when worked out from the same map."""
+        got = self.kept.get(gang.idx)
+        if got is not None and got[0] is gang and got[1] == asg:
+            return got[2]
+        parts = self._work_out(gang, asg)
+        self.kept[gang.idx] = (gang, dict(asg), parts)
+        return parts
+
+    def by_level(self, own: int) -> list[int]:
         """The real domain at every level (-1 where there is none) of the nodes whose own domain is ``own``."""
-        got = views.get(own)
+        got = self.views.get(own)
         if got is None:
-            got = [-1] * len(levels)
+            tree = self.tree
+            got = [-1] * len(tree.levels)
             for d in tree.dom_anc[own]:
                 if tree.dom_real[d] and tree.dom_level[d] >= 0:
                     got[tree.dom_level[d]] = d
-            views[own] = got
+            self.views[own] = got
         return got
 
-    def domain_of(own: int, finest: int) -> Domain:
+    def _domain_of(self, own: int, finest: int) -> Domain:
         """The real domains at or above level ``finest`` of the nodes whose own domain is ``own``, coarsest first."""
-        got = names.get((own, finest))
+        got = self.names.get((own, finest))
         if got is None:
-            view = by_level(own)
+            tree, levels = self.tree, self.tree.levels
+            view = self.by_level(own)
             got = tuple((levels[li], tree.dom_path[view[li]][-1])
                         for li in range(min(finest, len(levels) - 1) + 1) if view[li] >= 0)
-            names[(own, finest)] = got
+            self.names[(own, finest)] = got
         return got
 
-    single: dict[int, dict[str, str]] = {}
+    def _domains_named(self, path: list[int]) -> dict[str, str]:
+        tree = self.tree
+        return {tree.levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
 
-    def domains_named(path: list[int]) -> dict[str, str]:
-        return {levels[tree.dom_level[d]]: tree.dom_path[d][-1] for d in path}
+    def _work_out(self, gang: CompiledGang, asg: dict[int, int]) -> _Parts:
+        tree, levels = self.tree, self.tree.levels
+        node_path = tree.node_path
+        own_of = {pod: node_path[node][0] for pod, node in asg.items()}
+        per_own = Counter(own_of.values())
+        gpus_of = dict.fromkeys(per_own, 0)
+        pod_gpus = gang.pod_gpus
+        for pod, own in own_of.items():
+            gpus_of[own] += pod_gpus[pod]
+        domain_gpus = {tree.dom_path[own]: gpus for own, gpus in gpus_of.items()}
+        # Subgroup and pod domains depend only on a group and the node domains its pods landed in, so they are
+        # worked out once per (group, node domain) rather than once per pod.
+        groups = gang.groups
+        below: list[set[int]] = []  # per group, the node domains of its pods, then of its whole subtree's
+        where_of: dict[int, Domain] = {}
+        for g, lvl in zip(groups, _finest_levels(gang, len(levels) - 1)):
+            here: dict[int, Domain] = {}
+            for p in g.pods:
+                at = own_of.get(p)
+                if at is not None:
+                    dom = here.get(at)
+                    if dom is None:
+                        dom = here[at] = self._domain_of(at, lvl)
+                    if dom:
+                        where_of[p] = dom
+            below.append(set(here))
+        # a child group comes after its parent, so one backward pass gives every group its whole subtree's domains
+        for gi in range(len(groups) - 1, 0, -1):
+            below[groups[gi].parent] |= below[gi]
+        sub_domains: dict[str, dict[str, str]] = {}
+        for gi, g in enumerate(groups):
+            if len(below[gi]) == 1:  # most groups: all pods in one node domain, whose answer is worked out once
+                (own,) = below[gi]
+                common = self.single.get(own)
+                if common is None:
+                    common = self.single[own] = self._domains_named(_lca_path(tree, below[gi]))
+                sub_domains[g.name] = dict(common)
+            else:
+                sub_domains[g.name] = self._domains_named(_lca_path(tree, below[gi]))
+        names_of = gang.pod_names
+        node_names = tree.node_names
+        in_order = sorted(asg, key=names_of.__getitem__)
+        pod_nodes = {names_of[p]: node_names[asg[p]] for p in in_order}
+        pod_domain = {names_of[p]: where_of[p] for p in in_order if p in where_of}
+        span: dict[str, int] = {}
+        cuts: dict[str, int] = {}
+        for li, level_label in enumerate(levels):
+            counts: dict[int, int] = {}
+            for own, k in per_own.items():
+                d = self.by_level(own)[li]
+                counts[d] = counts.get(d, 0) + k
+            k = sum(counts.values())
+            span[level_label] = len(counts)
+            cuts[level_label] = (k * k - sum(c * c for c in counts.values())) // 2
+        return gpus_of, domain_gpus, sub_domains, pod_nodes, pod_domain, span, cuts
 
+
+def build_plan(tree: Tree, packer: Fitter, parts: PlanParts | None = None) -> PlacementPlan:
+    """Collect the packer's state into a :class:`PlacementPlan`; ``parts``: the gangs' parts worked out so far
+    on this tree (:class:`PlanParts`)."""
+    levels = tree.levels
+    if parts is None or parts.tree is not tree:
+        parts = PlanParts(tree)
+    gangs: dict[str, GangPlacement] = {}
     planned_own: dict[int, int] = {}  # GPUs planned per node domain
     unit = 0
     requested = placed_gpus = 0
@@ -294,60 +387,10 @@ def build_plan(tree: Tree, packer: Fitter) -> PlacementPlan:
             )
             continue
         placed_gpus += gang.need
-        asg = packer.assign.get(gang.idx, {})
-        own_of = {pod: node_path[node][0] for pod, node in asg.items()}
-        per_own = Counter(own_of.values())
-        gpus_of = dict.fromkeys(per_own, 0)
-        pod_gpus = gang.pod_gpus
-        for pod, own in own_of.items():
-            gpus_of[own] += pod_gpus[pod]
-        domain_gpus = {tree.dom_path[own]: gpus for own, gpus in gpus_of.items()}
+        gpus_of, domain_gpus, sub_domains, pod_nodes, pod_domain, span, cuts = \
+            parts.parts(gang, packer.assign.get(gang.idx, {}))
         for own, gpus in gpus_of.items():
             planned_own[own] = planned_own.get(own, 0) + gpus
-        # Subgroup and pod domains depend only on a group and the node domains its pods landed in, so they are
-        # worked out once per (group, node domain) rather than once per pod.
-        groups = gang.groups
-        below: list[set[int]] = []  # per group, the node domains of its pods, then of its whole subtree's
-        where_of: dict[int, Domain] = {}
-        for g, lvl in zip(groups, _finest_levels(gang, len(levels) - 1)):
-            here: dict[int, Domain] = {}
-            for p in g.pods:
-                at = own_of.get(p)
-                if at is not None:
-                    dom = here.get(at)
-                    if dom is None:
-                        dom = here[at] = domain_of(at, lvl)
-                    if dom:
-                        where_of[p] = dom
-            below.append(set(here))
-        # a child group comes after its parent, so one backward pass gives every group its whole subtree's domains
-        for gi in range(len(groups) - 1, 0, -1):
-            below[groups[gi].parent] |= below[gi]
-        sub_domains: dict[str, dict[str, str]] = {}
-        for gi, g in enumerate(groups):
-            if len(below[gi]) == 1:  # most groups: all pods in one node domain, whose answer is worked out once
-                (own,) = below[gi]
-                common = single.get(own)
-                if common is None:
-                    common = single[own] = domains_named(_lca_path(tree, below[gi]))
-                sub_domains[g.name] = dict(common)
-            else:
-                sub_domains[g.name] = domains_named(_lca_path(tree, below[gi]))
-        names_of = gang.pod_names
-        node_names = tree.node_names
-        in_order = sorted(asg, key=names_of.__getitem__)
-        pod_nodes = {names_of[p]: node_names[asg[p]] for p in in_order}
-        pod_domain = {names_of[p]: where_of[p] for p in in_order if p in where_of}
-        span: dict[str, int] = {}
-        cuts: dict[str, int] = {}
-        for li, level_label in enumerate(levels):
-            counts: dict[int, int] = {}
-            for own, k in per_own.items():
-                d = by_level(own)[li]
-                counts[d] = counts.get(d, 0) + k
-            k = sum(counts.values())
-            span[level_label] = len(counts)
-            cuts[level_label] = (k * k - sum(c * c for c in counts.values())) // 2
         gangs[gang.demand.key] = GangPlacement(
             gang.demand.key, gang.demand.display, gang.need, True, None, sub_domains, pod_nodes, pod_domain,
             span, cuts, gang.idx in packer.moved, domain_gpus,

@@ -225,6 +225,8 @@ class PackAhead:
             self.packers.clear()
 
     def _feed(self, gangs: Sequence[tuple[str, str, GangDemand]]) -> None:
+        from toporender.placement.plan import PlanParts
+
         compile_ahead({name: p.tree for name, p in self.packers.items()}, gangs, self.compiled)
         for key, pool_name, demand in gangs:
             rank = self.rank.get(key)
@@ -245,8 +247,12 @@ class PackAhead:
         for pool_name, demands in due.items():
             packer = self.packers.get(pool_name)
             if packer is not None:
+                start = len(packer.gangs)
                 packer.add(demands, self.compiled.get(pool_name))
                 packer.run()
+                if packer.plan_parts is None:
+                    packer.plan_parts = PlanParts(packer.tree)
+                packer.plan_parts.note(packer, start)
 
     def take(self, pool_name: str, demands: Sequence[GangDemand]) -> Packer | None:
         """The pool's packer when the gangs it packed are the first of ``demands`` (the same ones, in order), for
