@@ -1,6 +1,7 @@
 """The placement plan: where each gang's pods go, per-domain usage, fragmentation and a reproducible hash.
 
-Everything here is plain data built once after packing; reports and the renderer read it, nothing mutates it.
+Everything here is plain data built once after packing (each gang's part as the gang is placed, when a pool is
+packed while its demands arrive); reports and the renderer read it, nothing mutates it.
 """
 
 from __future__ import annotations

@@ -190,9 +190,10 @@ class PackAhead:
     one, once every gang it lists has arrived (or at the end, when some never do). What is left for the end is
     the gangs that came last, and the greedy baselines of a pool whose packer left a gang out
     (:func:`~toporender.placement.packer.pack`): small pools are packed ahead too, since the render's own
-    process mostly waits for the workers meanwhile. Whatever goes wrong stops all of it: :meth:`take` then gives
-    nothing, and the pools are packed from scratch at the end, which reports what there is to report in the
-    usual order.
+    process mostly waits for the workers meanwhile. Each placed gang's part of the plan is worked out as it is
+    placed (:class:`~toporender.placement.plan.PlanParts`), not in the one-core tail. Whatever goes wrong stops all
+    of it: :meth:`take` then gives nothing, and the pools are packed from scratch at the end, which reports what
+    there is to report in the usual order.
     """
 
     def __init__(self, trees: dict[str, Tree], order: Sequence[str]):
