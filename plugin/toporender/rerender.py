@@ -357,7 +357,7 @@ def _build(root: Path, options: RenderOptions, taken: Taken, loaded: list[_File 
             "warnings": [[diagnostics_to_json([d])[0], tag] for d, tag in tagged],
             "idents": [_identity(o) for _, group_objects, pods in built for o in group_objects + pods],
         }
-        exact = all(exact for _, exact in demands)
+        exact = all(read_back for _, read_back in demands)
         stored = (encode or _exact_json)(objects) if exact else None
         files.append(_File(rel, key, summary, [g for g, _, _ in built], objects, stored))
     return context, files

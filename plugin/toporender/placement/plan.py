@@ -279,7 +279,7 @@ class PlanParts:
         self.kept[gang.idx] = (gang, dict(asg), parts)
         return parts
 
-    def by_level(self, own: int) -> list[int]:
+    def _by_level(self, own: int) -> list[int]:
         """The real domain at every level (-1 where there is none) of the nodes whose own domain is ``own``."""
         got = self.views.get(own)
         if got is None:
@@ -296,7 +296,7 @@ class PlanParts:
         got = self.names.get((own, finest))
         if got is None:
             tree, levels = self.tree, self.tree.levels
-            view = self.by_level(own)
+            view = self._by_level(own)
             got = tuple((levels[li], tree.dom_path[view[li]][-1])
                         for li in range(min(finest, len(levels) - 1) + 1) if view[li] >= 0)
             self.names[(own, finest)] = got
@@ -355,7 +355,7 @@ class PlanParts:
         for li, level_label in enumerate(levels):
             counts: dict[int, int] = {}
             for own, k in per_own.items():
-                d = self.by_level(own)[li]
+                d = self._by_level(own)[li]
                 counts[d] = counts.get(d, 0) + k
             k = sum(counts.values())
             span[level_label] = len(counts)

@@ -199,9 +199,12 @@ class PackAhead:
     def __init__(self, trees: dict[str, Tree], order: Sequence[str]):
         """Take the pools' trees out of ``trees`` (packing changes them)."""
         from toporender.placement import packer
+        from toporender.placement.plan import PlanParts
 
         self.packers = {name: packer.Packer(tree, ()) for name, tree in trees.items()}
         trees.clear()
+        for p in self.packers.values():
+            p.plan_parts = PlanParts(p.tree)
         self.compiled: dict[str, dict[str, CompiledGang]] = {}
         self.rank = {key: i for i, key in enumerate(order)}
         self.locked: list[tuple[str, GangDemand] | None] = [None] * len(order)
@@ -226,8 +229,6 @@ class PackAhead:
             self.packers.clear()
 
     def _feed(self, gangs: Sequence[tuple[str, str, GangDemand]]) -> None:
-        from toporender.placement.plan import PlanParts
-
         compile_ahead({name: p.tree for name, p in self.packers.items()}, gangs, self.compiled)
         for key, pool_name, demand in gangs:
             rank = self.rank.get(key)
@@ -251,8 +252,7 @@ class PackAhead:
                 start = len(packer.gangs)
                 packer.add(demands, self.compiled.get(pool_name))
                 packer.run()
-                if packer.plan_parts is None:
-                    packer.plan_parts = PlanParts(packer.tree)
+                assert packer.plan_parts is not None
                 packer.plan_parts.note(packer, start)
 
     def take(self, pool_name: str, demands: Sequence[GangDemand]) -> Packer | None:
