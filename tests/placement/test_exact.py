@@ -40,6 +40,9 @@ CASES = [
                                "block-bound one move between the blocks of its zone; its three exact searches "
                                "were the three roomiest blocks, each proven full, and neither the zone nor the "
                                "pool was searched; the pool, searched after them, admits it (was 305)"),
+    ("fragmented", 11811, 158, "g00015 (two subgroups of seven 2-GPU pods, each in one rack) was refused unsearched as "
+                               "no easier than g00013, left out before it, whose like subgroups are each bound to one "
+                               "clique: the two compared only their largest leaf's GPUs (was 130)"),
     ("varied", 1292, 336, "a zone search over one-GPU pods of zone-bound gangs ran out of steps; not trying fewer "
                           "of them where more failed, it proves in 59,000 that the zone has no room, and the "
                           "pool's search in the second order, with the steps left, admits g00009 (was 320)"),

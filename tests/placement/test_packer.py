@@ -13,11 +13,11 @@ from tests.placement.conftest import FIXTURES, ROOT
 
 from toporender.errors import UserError
 from toporender.expand.levels import LevelConstraint
-from toporender.placement.compiled import size_counts
+from toporender.placement.compiled import GangShape, size_counts
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, Node, Taint, load_inventory
-from toporender.placement.packer import covers, pack, pods_at_least
+from toporender.placement.packer import covers, no_easier, pack, pods_at_least
 
 LEVELS = ["zone", "block", "rack"]
 POOL = load_inventory(FIXTURES / "pool-inventory.yaml", "pool-inventory.yaml")
@@ -431,3 +431,51 @@ def test_a_gang_that_tolerates_a_taint_moves_onto_it_for_one_that_does_not(
     assert plan.gangs["a"].placed and plan.gangs["b"].placed
     assert set(plan.gangs["a"].pod_nodes.values()) == first_on
     assert set(plan.gangs["b"].pod_nodes.values()) == second_on
+
+
+_NO = frozenset[int]()
+_T = frozenset({7})
+
+
+def _shape(req: int, leaves: list[tuple[int, int, int]], tol: frozenset[int] = _NO, leaf_tol: frozenset[int] = _NO,
+           nested: bool = False) -> GangShape:
+    """A gang shape of leaf groups (level, pods, GPUs a pod); levels 0 zone, 1 block, 2 rack, 3 clique."""
+    sizes: dict[int, int] = {}
+    for _, n, g in leaves:
+        sizes[g] = sizes.get(g, 0) + n
+    return GangShape(req, sum(n * g for _, n, g in leaves), max(n * g for _, n, g in leaves),
+                     pods_at_least(sorted(sizes.items(), reverse=True)), tol,
+                     tuple((lvl, n * g, pods_at_least([(g, n)]), leaf_tol) for lvl, n, g in leaves), nested)
+
+
+NO_EASIER = [
+    # (new gang, failed gang, whether the new one surely asks at least as much)
+    (_shape(1, [(3, 7, 2), (3, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), True),
+    (_shape(1, [(2, 7, 2), (2, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), False),  # racks are not cliques
+    (_shape(1, [(3, 7, 2), (3, 7, 2)]), _shape(1, [(2, 7, 2), (2, 7, 2)]), True),
+    (_shape(1, [(3, 7, 2), (1, 14, 1)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), False),  # one clique leaf fewer
+    (_shape(1, [(3, 7, 2), (3, 7, 2), (2, 4, 1)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), True),
+    (_shape(1, [(3, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), False),  # fewer GPUs
+    (_shape(1, [(3, 14, 1), (3, 14, 1)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), False),  # smaller pods
+    (_shape(1, [(3, 4, 4), (3, 4, 4)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), True),  # larger pods
+    (_shape(0, [(3, 7, 2), (3, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)]), False),  # another required level
+    (_shape(1, [(3, 7, 2), (3, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)], nested=True), False),  # nesting
+    (_shape(1, [(3, 7, 2), (3, 7, 2)], tol=_T, leaf_tol=_T), _shape(1, [(3, 7, 2), (3, 7, 2)]), False),
+    (_shape(1, [(3, 7, 2), (3, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)], tol=_T, leaf_tol=_T), True),
+    # a first match that must give way: the rack leaf takes the clique one first, the clique leaf needs it
+    (_shape(1, [(3, 4, 2), (2, 4, 2)]), _shape(1, [(2, 4, 2), (3, 4, 2)]), True),
+    (_shape(1, [(3, 4, 2), (3, 4, 2)]), _shape(1, [(2, 4, 2), (2, 4, 2), (2, 4, 2)]), False),
+]
+
+
+@pytest.mark.parametrize(("shape", "than", "want"), NO_EASIER)
+def test_a_gang_is_refused_unsearched_only_when_no_easier(shape: GangShape, than: GangShape, want: bool) -> None:
+    assert no_easier(shape, than) is want
+
+
+def test_large_pools_compare_only_the_largest_leaf() -> None:
+    """Beyond ``fit.HOLE_MAX_NODES`` nodes the cheaper rule stands: rack-bound leaves count as clique-bound ones."""
+    racks, cliques = _shape(1, [(2, 7, 2), (2, 7, 2)]), _shape(1, [(3, 7, 2), (3, 7, 2)])
+    assert no_easier(racks, cliques, by_leaves=False)
+    assert not no_easier(racks, cliques)
+    assert not no_easier(_shape(1, [(3, 6, 2), (3, 6, 2), (3, 2, 2)]), cliques, by_leaves=False)

@@ -50,6 +50,30 @@ class CompiledGang:
     """Which pod does not tolerate which taint every node of the pool has ('' when all do): no node takes it."""
 
 
+LeafShape = tuple[int, int, tuple[tuple[int, int], ...], frozenset[int]]
+"""(required level, GPUs, GPUs in pods of at least each size, tainted nodes tolerated) of a leaf group."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangShape:
+    """What a gang asks, as far as telling that one asks no less than another goes (see
+    :func:`toporender.placement.packer.no_easier`)."""
+
+    req: int
+    """The gang's required level."""
+    need: int
+    max_leaf: int
+    """GPUs of its largest group with pods of its own."""
+    pods: tuple[tuple[int, int], ...]
+    """GPUs in pods of at least each size, largest size first."""
+    tol: frozenset[int]
+    """Tainted nodes some pod of it tolerates."""
+    leaves: tuple[LeafShape, ...]
+    """Its groups with pods and no subgroups."""
+    nested: bool
+    """Whether a subgroup of it has subgroups."""
+
+
 # A leaf group as the forward check sees it: (GPUs, required level, its own and its ancestors' keys in ``fixed``).
 LeafCheck = tuple[int, int, tuple[tuple[int, int], ...]]
 

@@ -13,7 +13,15 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Generator, Iterator, Mapping, Sequence
 
-from toporender.placement.compiled import NO_NODES, CompiledGang, Group, SearchContext, compile_gang, size_counts
+from toporender.placement.compiled import (
+    NO_NODES,
+    CompiledGang,
+    GangShape,
+    Group,
+    SearchContext,
+    compile_gang,
+    size_counts,
+)
 from toporender.placement.demand import GangDemand
 from toporender.placement.tree import ROOT, Tree
 
@@ -97,11 +105,6 @@ def _compiled(tree: Tree, idx: int, gang: GangDemand, ahead: Mapping[str, Compil
     return made
 
 
-FailedShape = tuple[int, int, int, tuple[tuple[int, int], ...], frozenset[int]]
-"""(required level, GPUs, largest leaf, GPUs in pods of at least each size, tainted nodes tolerated) of a gang
-re-arranging could not admit."""
-
-
 class Fitter:
     """The state of one packing run (tree, undo log, assignments) and the search that fits one gang."""
 
@@ -138,10 +141,9 @@ class Fitter:
         self.placed: set[int] = set()
         self.reasons: dict[int, str] = {}
         self.active: dict[int, SearchContext] = {}
-        # (required level, GPUs, largest leaf, GPUs in pods of at least each size, tainted nodes tolerated) of gangs
-        # re-arranging could not admit; free GPUs only shrink, so a gang at least as large in all of them, that may
-        # use no more tainted nodes, is not worth another search
-        self.failed: list[FailedShape] = []
+        # shapes of gangs re-arranging could not admit; free GPUs only shrink, so a gang that asks no less
+        # (``packer.no_easier``) is not worth another search
+        self.failed: list[GangShape] = []
         # gangs that are never re-arranged (their placement excludes nodes)
         self.fixed: set[int] = set()
         self.add(gangs, compiled)
