@@ -285,3 +285,33 @@ def test_without_the_kept_searches_the_moved_gangs_spread(monkeypatch: pytest.Mo
     block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
     got = sorted(k for k, g in plan.gangs.items() if len({block[n] for n in g.pod_nodes.values()}) > 1)
     assert got == ["g00000", "g00002", "g00003", "g00005"]
+
+
+def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> None:
+    """The table's last rows hold spans and stranded GPUs over the instances where BestFit admits exactly the
+    gangs ours does, for both packers alike."""
+    import statistics
+
+    from instances import FAMILY_LEVELS, bestfit_run, family_instance
+    from quality import metrics, run
+
+    seeds = range(2000, 2006)
+    table = run(seeds, False, "mixed")
+    rows = {r[0]: r for r in table}
+    levels = ("clique", "rack", "block")
+    same: dict[str, list[tuple[list[float], int]]] = {"ours": [], "bestfit": []}
+    for seed in seeds:
+        inst = family_instance(seed)
+        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+        asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
+                "bestfit": bestfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs)}
+        if set(asgs["ours"]) == set(asgs["bestfit"]):
+            for name, asg in asgs.items():
+                _, spans, stranded = metrics(inst, asg, levels)
+                same[name].append((spans, stranded))
+    assert 0 < len(same["ours"]) < len(seeds)
+    for name, vals in same.items():
+        row = rows[f"{name}, same gangs**"]
+        assert row[3] == f"{len(vals)} of {len(seeds)} instances"
+        assert row[4:7] == [f"{statistics.mean(v[0][i] for v in vals):.2f}" for i in range(3)]
+        assert row[7] == f"{statistics.mean(v[1] for v in vals):.1f}"
