@@ -213,7 +213,7 @@ def main() -> None:
     print("* spans averaged over the gangs every packer placed; stranded = free GPUs in racks smaller than the "
           "smallest subgroup")
     print("** the instances where BestFit admits exactly the gangs ours admits: the same work, placed two ways "
-          "(elsewhere ours places more, and fuller racks leave smaller holes)")
+          "(elsewhere they admit different gangs, ours never fewer GPUs, and fuller racks leave smaller holes)")
     for i, r in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:

@@ -63,7 +63,7 @@ class GangShape:
     """The gang's required level."""
     need: int
     max_leaf: int
-    """GPUs of its largest group with pods of its own."""
+    """GPUs of its largest group that has pods of its own (with its subgroups' GPUs)."""
     pods: tuple[tuple[int, int], ...]
     """GPUs in pods of at least each size, largest size first."""
     tol: frozenset[int]
