@@ -148,16 +148,17 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             raise SystemExit(f"seed {seed}: the solver hit its time limit")
         both = set.intersection(*(set(a) for a, _ in asgs.values()))
         placed = {}
+        whole: dict[str, tuple[list[float], int]] = {}  # spans over each whole plan, and its stranded GPUs
         for name, (asg, t) in asgs.items():
-            placed[name], _, s = metrics(inst, asg, span_levels)
+            placed[name], whole_spans, s = metrics(inst, asg, span_levels)
+            whole[name] = (whole_spans, s)
             _, spans, _ = metrics(inst, {k: v for k, v in asg.items() if k in both}, span_levels)
             rows[name].append((share(placed[name], opt), spans, s, t))
         for name in BASELINES:
             below[name] += placed["ours"] < placed[name]
         if set(asgs["ours"][0]) == set(asgs["bestfit"][0]):
             for name in same_work:
-                _, spans, s = metrics(inst, asgs[name][0], span_levels)
-                same_work[name].append((spans, s))
+                same_work[name].append(whole[name])
         if verbose:
             print(f"seed {seed}: optimum {opt}  " + "  ".join(f"{n} {share(placed[n], opt):.3f}" for n in names))
     table = [["packer", "avg % of optimum", "worst %", "below it", *(f"{lv}s/gang*" for lv in span_levels),
