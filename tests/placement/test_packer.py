@@ -13,11 +13,12 @@ from tests.placement.conftest import FIXTURES, ROOT
 
 from toporender.errors import UserError
 from toporender.expand.levels import LevelConstraint
+from toporender.placement import packer
 from toporender.placement.compiled import GangShape, size_counts
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, Node, Taint, load_inventory
-from toporender.placement.packer import covers, no_easier, pack, pods_at_least
+from toporender.placement.packer import covers, merge_pods, no_easier, pack, pods_at_least
 
 LEVELS = ["zone", "block", "rack"]
 POOL = load_inventory(FIXTURES / "pool-inventory.yaml", "pool-inventory.yaml")
@@ -465,12 +466,44 @@ NO_EASIER = [
     # a first match that must give way: the rack leaf takes the clique one first, the clique leaf needs it
     (_shape(1, [(3, 4, 2), (2, 4, 2)]), _shape(1, [(2, 4, 2), (3, 4, 2)]), True),
     (_shape(1, [(3, 4, 2), (3, 4, 2)]), _shape(1, [(2, 4, 2), (2, 4, 2), (2, 4, 2)]), False),
+    # one leaf may hold several: the failed ones may share a domain
+    (_shape(1, [(3, 4, 2)]), _shape(1, [(3, 2, 2), (3, 2, 2)]), True),
+    (_shape(1, [(2, 4, 2)]), _shape(1, [(3, 2, 2), (3, 2, 2)]), False),  # ... of their level or a finer one
+    (_shape(1, [(3, 4, 2), (3, 2, 2)]), _shape(1, [(3, 3, 2), (3, 3, 2)]), False),  # ... if they fit together
+    (_shape(1, [(3, 4, 2), (3, 1, 4)]), _shape(1, [(3, 2, 2), (3, 1, 4), (3, 2, 2)]), True),
+    # a one-pod leaf asks nothing of its level, and holds leaves of any level
+    (_shape(1, [(2, 2, 8)]), _shape(1, [(2, 1, 8), (2, 1, 8)]), True),
+    (_shape(1, [(2, 2, 8)]), _shape(1, [(3, 1, 8), (3, 1, 8)]), True),
+    (_shape(1, [(2, 1, 8)]), _shape(1, [(3, 2, 4)]), True),
+    (_shape(1, [(2, 1, 8)]), _shape(1, [(3, 4, 2)]), True),
+    (_shape(1, [(2, 2, 4)]), _shape(1, [(3, 2, 4)]), False),
 ]
+
+
+@pytest.mark.parametrize(("a", "b", "want"), [
+    ([], [(2, 3)], ((2, 6),)),
+    ([(4, 2)], [(2, 3)], ((4, 8), (2, 14))),
+    ([(8, 1), (2, 1)], [(4, 1), (2, 2)], ((8, 8), (4, 12), (2, 18))),
+    ([(4, 1), (1, 2)], [(4, 3)], ((4, 16), (1, 18))),
+])
+def test_merged_pods_count_both_groups_at_every_size(a: list[tuple[int, int]], b: list[tuple[int, int]],
+                                                     want: tuple[tuple[int, int], ...]) -> None:
+    assert merge_pods(pods_at_least(a), pods_at_least(b)) == want
+    assert merge_pods(pods_at_least(b), pods_at_least(a)) == want
+    assert merge_pods(pods_at_least(a), pods_at_least(b)) == pods_at_least(size_counts(
+        [g for g, n in a for _ in range(n)] + [g for g, n in b for _ in range(n)]))
 
 
 @pytest.mark.parametrize(("shape", "than", "want"), NO_EASIER)
 def test_a_gang_is_refused_unsearched_only_when_no_easier(shape: GangShape, than: GangShape, want: bool) -> None:
     assert no_easier(shape, than) is want
+
+
+def test_leaf_matching_claims_nothing_when_its_trials_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    shape, than = _shape(1, [(3, 2, 2)] * 6), _shape(1, [(3, 1, 2)] * 12)
+    assert no_easier(shape, than)
+    monkeypatch.setattr(packer, "MATCH_STEPS", 11)
+    assert not no_easier(shape, than)
 
 
 def test_large_pools_compare_only_the_largest_leaf() -> None:

@@ -77,6 +77,10 @@ def covers(sizes: tuple[tuple[int, int], ...], than: tuple[tuple[int, int], ...]
 
 MATCH_MAX_LEAVES = 64
 """Leaf groups of a failed gang beyond which :func:`no_easier` does not match them (and claims nothing)."""
+MATCH_STEPS = 4096
+"""Leaf-to-leaf trials after which :func:`no_easier` gives up matching (and claims nothing)."""
+ONE_NODE = 1 << 20
+"""The level of a one-pod leaf group: its pod lies on one node, so in one domain of every level."""
 
 
 def gang_shape(gang: CompiledGang) -> GangShape:
@@ -88,13 +92,37 @@ def gang_shape(gang: CompiledGang) -> GangShape:
                      any(g.children for g in gang.groups[1:]))
 
 
+def merge_pods(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """The :func:`pods_at_least` of two groups' pods together."""
+    out: list[tuple[int, int]] = []
+    i = j = 0
+    got_a = got_b = 0
+    while i < len(a) or j < len(b):
+        size = max(a[i][0] if i < len(a) else 0, b[j][0] if j < len(b) else 0)
+        if i < len(a) and a[i][0] == size:
+            got_a = a[i][1]
+            i += 1
+        if j < len(b) and b[j][0] == size:
+            got_b = b[j][1]
+            j += 1
+        out.append((size, got_a + got_b))
+    return tuple(out)
+
+
+def _one_pod(pods: tuple[tuple[int, int], ...]) -> bool:
+    return len(pods) == 1 and pods[0][0] == pods[0][1]
+
+
 def no_easier(shape: GangShape, than: GangShape, by_leaves: bool = True) -> bool:
     """Whether a gang of ``shape`` surely asks at least what one of shape ``than`` did, so that it need not be
     searched for once ``than`` was: the same required level, at least its GPUs in pods at least as large, no
-    tainted node it did not tolerate, and each of its leaf groups matched by one of ``shape``'s own, bound to the
-    same level or a finer one, with at least its GPUs in pods at least as large and no tainted node it did not
-    tolerate (seven 2-GPU pods bound to one rack do not ask what seven bound to one clique do). A gang with
-    nested groups is never ``than``: its failure may come from the nesting.
+    tainted node it did not tolerate, and its leaf groups held by ``shape``'s own: each of ``shape``'s leaves, bound
+    to the same level as the ones it holds or a finer one, with at least their GPUs in pods at least as large and
+    no tainted node they did not tolerate (seven 2-GPU pods bound to one rack do not ask what seven bound to one
+    clique do; one leaf can hold several, since ``than``'s leaves may share a domain). A one-pod leaf lies on one
+    node: it asks nothing of its level, and holds leaves of any level. A gang with nested groups is never
+    ``than``: its failure may come from the nesting. The leaves are matched by a search of at most
+    ``MATCH_STEPS`` trials, which claims nothing when it runs out.
 
     ``by_leaves=False`` compares the largest leaf's GPUs instead of the leaves: cheaper, and not always right.
     Pools larger than ``fit.HOLE_MAX_NODES`` keep it: there, repairing the gangs it wrongly refuses costs more
@@ -104,24 +132,41 @@ def no_easier(shape: GangShape, than: GangShape, by_leaves: bool = True) -> bool
         return False
     if not by_leaves:
         return than.max_leaf <= shape.max_leaf
-    leaves, mine = than.leaves, shape.leaves
-    if than.nested or len(leaves) > MATCH_MAX_LEAVES:
+    if than.nested or len(than.leaves) > MATCH_MAX_LEAVES:
         return False
-    taken: dict[int, int] = {}  # a leaf of ``shape`` -> the leaf of ``than`` it stands for
+    mine = [(ONE_NODE if _one_pod(pods) else lvl, pods, tol) for lvl, _, pods, tol in shape.leaves]
+    leaves = sorted(((-1 if _one_pod(pods) else lvl, need, pods, tol) for lvl, need, pods, tol in than.leaves),
+                    key=lambda leaf: (-leaf[1], -leaf[0]))
+    held: list[tuple[tuple[int, int], ...]] = [() for _ in mine]
+    steps = 0
 
-    def match(i: int, seen: set[int]) -> bool:
-        """Kuhn's augmenting path for leaf ``i`` of ``than``."""
-        lvl, need, pods, tol = leaves[i]
-        for j, (mlvl, mneed, mpods, mtol) in enumerate(mine):
-            if j in seen or mlvl < lvl or mneed < need or not mtol <= tol or not covers(mpods, pods):
+    def hold(k: int) -> bool:
+        """Give leaf ``k`` of ``than`` (and the ones after it) a leaf of ``shape``, depth first."""
+        nonlocal steps
+        if k == len(leaves):
+            return True
+        lvl, _, pods, tol = leaves[k]
+        tried: set[tuple[int, tuple[tuple[int, int], ...], frozenset[int], tuple[tuple[int, int], ...]]] = set()
+        for j, (mlvl, mpods, mtol) in enumerate(mine):
+            steps += 1
+            if steps > MATCH_STEPS:
+                return False
+            if mlvl < lvl or not mtol <= tol:
                 continue
-            seen.add(j)
-            if j not in taken or match(taken[j], seen):
-                taken[j] = i
+            merged = merge_pods(held[j], pods)
+            if not covers(mpods, merged):
+                continue
+            same = (mlvl, mpods, mtol, held[j])  # leaves alike holding alike: one trial stands for all
+            if same in tried:
+                continue
+            tried.add(same)
+            before, held[j] = held[j], merged
+            if hold(k + 1):
                 return True
+            held[j] = before
         return False
 
-    return all(match(i, set()) for i in range(len(leaves)))
+    return hold(0)
 
 
 class Packer(Repairer):
