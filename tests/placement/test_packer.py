@@ -14,11 +14,12 @@ from tests.placement.conftest import FIXTURES, ROOT
 from toporender.errors import UserError
 from toporender.expand.levels import LevelConstraint
 from toporender.placement import packer
-from toporender.placement.compiled import GangShape, size_counts
+from toporender.placement.compiled import CompiledGang, GangShape, compile_gang, size_counts
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.fit import hist_count
 from toporender.placement.inventory import Inventory, Node, Taint, load_inventory
-from toporender.placement.packer import covers, merge_pods, no_easier, pack, pods_at_least
+from toporender.placement.packer import covers, gang_shape, merge_pods, no_easier, pack, pods_at_least
+from toporender.placement.tree import Tree
 
 LEVELS = ["zone", "block", "rack"]
 POOL = load_inventory(FIXTURES / "pool-inventory.yaml", "pool-inventory.yaml")
@@ -497,6 +498,23 @@ def test_merged_pods_count_both_groups_at_every_size(a: list[tuple[int, int]], b
 @pytest.mark.parametrize(("shape", "than", "want"), NO_EASIER)
 def test_a_gang_is_refused_unsearched_only_when_no_easier(shape: GangShape, than: GangShape, want: bool) -> None:
     assert no_easier(shape, than) is want
+
+
+def test_pods_of_a_group_with_subgroups_are_matched_too() -> None:
+    """A failed gang's pods outside its subgroups need room too: a new gang whose only 8-GPU pod is taken by the
+    failed gang's clique-bound subgroup does not ask what the failed one did (its 8-GPU pod has nowhere to go)."""
+    tree = Tree(Inventory.of([Node(f"n{i}", {"zone": "z", "block": "b", "rack": "r", "clique": "c"}, 8)
+                              for i in range(4)]), ("zone", "block", "rack", "clique"), {})
+
+    def gang(idx: int, root: list[int], leaf: list[int], level: str) -> CompiledGang:
+        pods = [PodDemand(f"p{i}", g) for i, g in enumerate(root + leaf)]
+        sub = SubgroupDemand("s", None, LevelConstraint(level), tuple(pods[len(root):]))
+        return compile_gang(tree, idx, GangDemand(f"g{idx}", f"g{idx}", LevelConstraint("block"), (sub,),
+                                                  tuple(pods)))
+
+    failed, new = gang(0, [8], [4, 4], "clique"), gang(1, [4, 4], [8], "rack")
+    assert not no_easier(gang_shape(new), gang_shape(failed))
+    assert no_easier(gang_shape(gang(2, [8], [4, 4], "clique")), gang_shape(failed))
 
 
 def test_leaf_matching_claims_nothing_when_its_trials_run_out(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,7 +51,7 @@ class CompiledGang:
 
 
 LeafShape = tuple[int, int, tuple[tuple[int, int], ...], frozenset[int]]
-"""(required level, GPUs, GPUs in pods of at least each size, tainted nodes tolerated) of a leaf group."""
+"""(required level, GPUs, GPUs in pods of at least each size, tainted nodes tolerated) of a group's own pods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class GangShape:
     tol: frozenset[int]
     """Tainted nodes some pod of it tolerates."""
     leaves: tuple[LeafShape, ...]
-    """Its groups with pods and no subgroups."""
+    """Its groups' own pods (not their subgroups'), per group that has some."""
     nested: bool
     """Whether a subgroup of it has subgroups."""
 

@@ -37,7 +37,7 @@ from functools import cached_property
 
 from toporender.errors import fail
 from toporender.placement import fit
-from toporender.placement.compiled import CompiledGang, GangShape, Group
+from toporender.placement.compiled import CompiledGang, GangShape, Group, size_counts
 from toporender.placement.demand import GangDemand
 from toporender.placement.inventory import Inventory
 from toporender.placement.plan import PlacementPlan, PlanParts, build_plan
@@ -76,19 +76,20 @@ def covers(sizes: tuple[tuple[int, int], ...], than: tuple[tuple[int, int], ...]
 
 
 MATCH_MAX_LEAVES = 64
-"""Leaf groups of a failed gang beyond which :func:`no_easier` does not match them (and claims nothing)."""
+"""Groups with pods of a failed gang beyond which :func:`no_easier` does not match them (and claims nothing)."""
 MATCH_STEPS = 4096
-"""Leaf-to-leaf trials after which :func:`no_easier` gives up matching (and claims nothing)."""
+"""Group-to-group trials after which :func:`no_easier` gives up matching (and claims nothing)."""
 ONE_NODE = 1 << 20
-"""The level of a one-pod leaf group: its pod lies on one node, so in one domain of every level."""
+"""The level of a group of one pod: the pod lies on one node, so in one domain of every level."""
 
 
 def gang_shape(gang: CompiledGang) -> GangShape:
     """What :func:`no_easier` compares of ``gang``."""
     root = gang.groups[0]
+    gpus = gang.pod_gpus
+    own = ((g, [gpus[i] for i in g.pods]) for g in gang.groups if g.pods)
     return GangShape(root.req, gang.need, gang.max_leaf, pods_at_least(root.sizes), root.tol_any,
-                     tuple((g.req, g.need, pods_at_least(g.sizes), g.tol) for g in gang.groups
-                           if g.pods and not g.children),
+                     tuple((g.req, sum(pods), pods_at_least(size_counts(pods)), g.tol) for g, pods in own),
                      any(g.children for g in gang.groups[1:]))
 
 
@@ -116,12 +117,12 @@ def _one_pod(pods: tuple[tuple[int, int], ...]) -> bool:
 def no_easier(shape: GangShape, than: GangShape, by_leaves: bool = True) -> bool:
     """Whether a gang of ``shape`` surely asks at least what one of shape ``than`` did, so that it need not be
     searched for once ``than`` was: the same required level, at least its GPUs in pods at least as large, no
-    tainted node it did not tolerate, and its leaf groups held by ``shape``'s own: each of ``shape``'s leaves, bound
-    to the same level as the ones it holds or a finer one, with at least their GPUs in pods at least as large and
-    no tainted node they did not tolerate (seven 2-GPU pods bound to one rack do not ask what seven bound to one
-    clique do; one leaf can hold several, since ``than``'s leaves may share a domain). A one-pod leaf lies on one
-    node: it asks nothing of its level, and holds leaves of any level. A gang with nested groups is never
-    ``than``: its failure may come from the nesting. The leaves are matched by a search of at most
+    tainted node it did not tolerate, and the pods of each of its groups (subgroups' pods apart) held by one of
+    ``shape``'s groups, bound to the same level or a finer one, with at least the GPUs it holds in pods at least
+    as large and no tainted node they did not tolerate (seven 2-GPU pods bound to one rack do not ask what seven
+    bound to one clique do; one group may hold several, since ``than``'s may share a domain). A group of one pod
+    lies on one node: it asks nothing of its level, and holds groups of any level. A gang with nested subgroups
+    is never ``than``: its failure may come from the nesting. The groups are matched by a search of at most
     ``MATCH_STEPS`` trials, which claims nothing when it runs out.
 
     ``by_leaves=False`` compares the largest leaf's GPUs instead of the leaves: cheaper, and not always right.
@@ -141,7 +142,7 @@ def no_easier(shape: GangShape, than: GangShape, by_leaves: bool = True) -> bool
     steps = 0
 
     def hold(k: int) -> bool:
-        """Give leaf ``k`` of ``than`` (and the ones after it) a leaf of ``shape``, depth first."""
+        """Give group ``k`` of ``than`` (and the ones after it) a group of ``shape``, depth first."""
         nonlocal steps
         if k == len(leaves):
             return True
@@ -156,7 +157,7 @@ def no_easier(shape: GangShape, than: GangShape, by_leaves: bool = True) -> bool
             merged = merge_pods(held[j], pods)
             if not covers(mpods, merged):
                 continue
-            same = (mlvl, mpods, mtol, held[j])  # leaves alike holding alike: one trial stands for all
+            same = (mlvl, mpods, mtol, held[j])  # groups alike holding alike: one trial stands for all
             if same in tried:
                 continue
             tried.add(same)
