@@ -67,6 +67,11 @@ CASES = [
     ("varied", 4193, 137, "g00004, which no arrangement admits, spends the run's exact steps; g00007's zone then has "
                           "20,000 late steps, and its search needs more than 200,000 in the first order and 544 "
                           "with units most free first, which a late region now tries first (was 129)"),
+    ("varied", 5690, 251, "g00007, which no arrangement admits, spent the run's 400,000 exact steps without a "
+                          "verdict; g00008's zone needs 300,000 in the first order and a restart; a gang's share "
+                          "(400,000 of the run's 800,000) leaves them to it (was 227)"),
+    ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
+                               "with late steps, admits it (465 when a spent share ended the gang's searches)"),
     ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "
                                "first order without a verdict, the run's 400,000; short restarts in other orders "
                                "refuse g00023 in 145 steps and admit g00029 in 410, and the run then admits "
@@ -85,28 +90,44 @@ def test_exact_search_admits_what_the_repair_cannot(family: str, seed: int, gpus
 
 
 LATE = [
-    # (seed, late steps of the run, GPUs placed): the mixed family, each 247 / 299 its optimum
-    (3097, 100_000, 247),
-    (3097, 0, 239),
-    (3067, 100_000, 299),
-    (3067, 0, 292),
+    # (seed, budget spent before the first gang, late steps of the run, GPUs placed): the mixed family, each
+    # 247 / 299 its optimum
+    (3097, "EXACT_RUN_STEPS", 100_000, 247),
+    (3097, "EXACT_RUN_STEPS", 0, 239),
+    (3067, "EXACT_RUN_STEPS", 100_000, 299),
+    (3067, "EXACT_RUN_STEPS", 0, 292),
+    (3097, "EXACT_GANG_STEPS", 100_000, 247),
+    (3097, "EXACT_GANG_STEPS", 0, 239),
+    (3067, "EXACT_GANG_STEPS", 100_000, 299),
+    (3067, "EXACT_GANG_STEPS", 0, 292),
 ]
 
 
-@pytest.mark.parametrize(("seed", "late", "gpus"), LATE, ids=[f"{s}-{n}" for s, n, _ in LATE])
+@pytest.mark.parametrize(("seed", "spent", "late", "gpus"), LATE, ids=[f"{s}-{b}-{n}" for s, b, n, _ in LATE])
 def test_later_gangs_are_searched_once_the_run_spent_its_exact_steps(monkeypatch: pytest.MonkeyPatch, seed: int,
-                                                                    late: int, gpus: int) -> None:
-    """A gang that no arrangement admits can spend the run's exact steps; later gangs' regions are still
-    searched, each with ``EXACT_LATE_STEPS`` of the run's late steps. Here the run's own are spent before the
-    first gang: the late ones alone reach the optimum, and without them these instances place less."""
+                                                                    spent: str, late: int, gpus: int) -> None:
+    """A gang that no arrangement admits can spend the run's exact steps, or its own share of them; later
+    regions are still searched, each with ``EXACT_LATE_STEPS`` of the run's late steps. Here the run's own (or
+    every gang's share) are spent before the first gang: the late ones alone reach the optimum, and without them
+    these instances place less."""
     from instances import FAMILIES, FAMILY_LEVELS, check_plan
 
-    monkeypatch.setattr(repair, "EXACT_RUN_STEPS", 0)
+    monkeypatch.setattr(repair, spent, 0)
     monkeypatch.setattr(repair, "EXACT_LATE_RUN_STEPS", late)
     inst = FAMILIES["mixed"][0](seed)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus
+
+
+def test_a_gang_no_arrangement_admits_leaves_the_run_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the run's exact steps no more than a gang's share (``EXACT_GANG_STEPS``), g00007 of varied 5690
+    spends them all and g00008 is left out (the row of ``CASES`` places 251 with the run's 800,000)."""
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    monkeypatch.setattr(repair, "EXACT_RUN_STEPS", repair.EXACT_GANG_STEPS)
+    inst = FAMILIES["varied"][0](5690)
+    assert pack(inst.inventory, FAMILY_LEVELS, inst.gangs).placed_gpus == 227
 
 
 def test_restarts_admit_what_two_long_searches_miss(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,8 +41,9 @@ REPAIR_KEEP_BREAKS = 2
 REPAIR_KEEP_RUN_STEPS = 50_000
 """Steps of all those searches of one run that find nothing."""
 EXACT_STEPS = 400_000
-"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as a whole
-run has, since a tight region can need most of them and the run's budget bounds the worst case all the same.
+"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as one gang
+may take (``EXACT_GANG_STEPS``), since a tight region can need most of them and the run's budget bounds the worst
+case all the same.
 Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
 ``EXACT_SHORT_RESTARTS``) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, then restarts in
 orders of their own (a depth-first search can spend any budget under one wrong early choice, and orders fail on
@@ -91,12 +92,18 @@ for the coarser regions the limit left out: three blocks searched, say, where th
 gangs between the blocks of a zone."""
 POLISH_STEPS = 20_000
 """Steps of re-placing the gangs of one admitting re-arrangement on fewer domains (see ``Repairer._polish``)."""
-EXACT_RUN_STEPS = 400_000
+EXACT_RUN_STEPS = 800_000
 """Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail (with
 ``EXACT_LATE_RUN_STEPS`` more once they are spent)."""
+EXACT_GANG_STEPS = 400_000
+"""Steps of the run's (``EXACT_RUN_STEPS``) that the exact searches for one gang may take; its regions not yet
+searched then have late steps (``EXACT_LATE_STEPS``). A gang that no arrangement admits can spend any budget
+without a verdict, and the run's steps are then left to the gangs after it: in a tight zone the next gang's
+search may need 300,000 steps in the first order."""
 EXACT_LATE_STEPS = 20_000
-"""Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` are spent: a gang that no
-arrangement admits can spend them all, and a later, smaller gang's region often needs only a few thousand. A
+"""Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` (or the gang's
+``EXACT_GANG_STEPS``) are spent: a gang that no arrangement admits can spend them all, and a later region, or a
+later, smaller gang's, often needs only a few thousand. A
 short search with units most free first (``EXACT_QUICK_STEPS``) then comes right after the preferred one: the
 first order's, sized for 200,000 steps, seldom ends within these, and where it runs out another order often finds
 an arrangement in a few hundred (the heavy tails that restarts address)."""
@@ -356,7 +363,7 @@ class Repairer(Fitter):
             seen.add((tuple(movable), free))
             if not ExactRepack.applies(tree, region, [*(self.gangs[m] for m in movable), gang]):
                 continue
-            if self.exact_spent >= EXACT_RUN_STEPS and self.late_spent >= EXACT_LATE_RUN_STEPS:
+            if self._late(gang) and self.late_spent >= EXACT_LATE_RUN_STEPS:
                 return
             searched += 1
             yield region, movable
@@ -381,7 +388,9 @@ class Repairer(Fitter):
         # (preferred, fluid, steps, old domains, restart seed, side budget charged if undecided: "" for none)
         tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, str]] = [
             (True, False, EXACT_PREFERRED_STEPS, before, 0, "")]
-        if self.exact_spent >= EXACT_RUN_STEPS:
+        if self.gang_exact[0] != gang.idx:
+            self.gang_exact = (gang.idx, 0)
+        if self._late(gang):
             tries.append((False, False, EXACT_QUICK_STEPS, None, 0, ""))
         if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
             # the fluid search proves nothing: a short search only as required first, which ends most searches
@@ -398,14 +407,14 @@ class Repairer(Fitter):
         late_left = EXACT_LATE_STEPS
         refuted: set[tuple[int, frozenset[int]]] = set()
         for preferred, fluid, steps, old, seed, side in tries:
-            late = self.exact_spent >= EXACT_RUN_STEPS
+            late = self._late(gang)
             left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
-                    else EXACT_RUN_STEPS - self.exact_spent)
+                    else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact[1]))
             side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
             budget = min(steps, left, side_left)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
                 if seed and not side:
-                    break  # the run's steps are spent: no later try has any
+                    break  # the run's (or the gang's) steps are spent: no later try has any
                 continue
             search = ExactRepack(tree, region, gs, budget, preferred, old,
                                  most_free_first=old is None and not steered, fluid=fluid,
@@ -427,6 +436,7 @@ class Repairer(Fitter):
                 self.side_spent[side] += search.steps
             else:
                 self.exact_spent += search.steps
+                self.gang_exact = (gang.idx, self.gang_exact[1] + search.steps)
             if found is not None or proven:
                 break  # admitted, or proven impossible
         if found is None:
@@ -440,6 +450,12 @@ class Repairer(Fitter):
         self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
         self.exact_notes.pop(gang.idx, None)
         return True
+
+    def _late(self, gang: CompiledGang) -> bool:
+        """Whether the exact searches for ``gang`` have only late steps left: the run's are spent, or the gang's
+        share of them (``EXACT_GANG_STEPS``)."""
+        took, steps = self.gang_exact
+        return self.exact_spent >= EXACT_RUN_STEPS or (took == gang.idx and steps >= EXACT_GANG_STEPS)
 
     def _exact_note(self, region: int, gangs: int, proven: bool) -> str:
         """What the exact search of ``region`` found, for the reason of a gang it could not admit: whether no
