@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from toporender.placement import repair
 from toporender.placement.packer import pack
 
 SEEDS = range(100, 112)
@@ -76,13 +77,20 @@ def test_a_gang_of_smaller_pods_is_searched_after_a_larger_podded_one_failed() -
         "; no arrangement of the 2 earlier gangs in the pool leaves room for it (exact search)")
 
 
-def test_a_gang_the_exact_search_could_not_decide_says_so() -> None:
+@pytest.mark.parametrize(("run_steps", "verdict"), [
+    (400_000, "an exact search over the 10 earlier gangs in zone z0 ran out of steps"),
+    (800_000, "no arrangement of the 10 earlier gangs in zone z0 leaves room for it (exact search)"),
+])
+def test_a_gang_the_exact_search_could_not_decide_says_so(monkeypatch: pytest.MonkeyPatch, run_steps: int,
+                                                          verdict: str) -> None:
+    """Mixed-family seed 3033: with 400,000 exact steps for the run the searches for g00012 run out of steps, and
+    its reason says so; with the run's 800,000 one of them ends within its steps, which proves it."""
     from instances import FAMILY_LEVELS, family_instance
 
+    monkeypatch.setattr(repair, "EXACT_RUN_STEPS", run_steps)
     inst = family_instance(3033)
     reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00012"].reason
-    assert reason.endswith("blocked by earlier gangs g00001, g00005; an exact search over the "
-                           "10 earlier gangs in zone z0 ran out of steps")
+    assert reason.endswith(f"blocked by earlier gangs g00001, g00005; {verdict}")
 
 
 def test_a_gang_the_exact_search_proved_unfit_says_so() -> None:
