@@ -46,9 +46,9 @@ CASES = [
     ("varied", 1292, 336, "a zone search over one-GPU pods of zone-bound gangs ran out of steps; not trying fewer "
                           "of them where more failed, it proves in 59,000 that the zone has no room, and the "
                           "pool's search in the second order, with the steps left, admits g00009 (was 320)"),
-    ("varied", 1118, 263, "the pool's search for g00008 took 203,000 of the run's 400,000 exact steps where lifting "
-                          "an earlier gang admits it; lifting first, the pool's search admits g00009 in 10,000 (was "
-                          "255)"),
+    ("varied", 1118, 263, "the pool's search for g00008 took 203,000 of the run's 400,000 exact steps (as then) "
+                          "where lifting an earlier gang admits it; lifting first, the pool's search admits "
+                          "g00009 in 10,000 (was 255)"),
     ("varied", 2632, 246, "lifting first admits g00012 where the pool's search also does, but leaves g00015 no "
                           "room: the run kept at the first lift makes that search instead of refusing g00012, and "
                           "is chosen"),
@@ -73,7 +73,7 @@ CASES = [
     ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
                                "with late steps, admits it (465 when a spent share ended the gang's searches)"),
     ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "
-                               "first order without a verdict, the run's 400,000; short restarts in other orders "
+                               "first order without a verdict, the run's 400,000 then; short restarts in other orders "
                                "refuse g00023 in 145 steps and admit g00029 in 410, and the run then admits "
                                "g00036 (was 436)"),
 ]

@@ -43,14 +43,13 @@ REPAIR_KEEP_RUN_STEPS = 50_000
 EXACT_STEPS = 400_000
 """Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as one gang
 may take (``EXACT_GANG_STEPS``), since a tight region can need most of them and the run's budget bounds the worst
-case all the same.
-Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
+case all the same. Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
 ``EXACT_SHORT_RESTARTS``) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, then restarts in
 orders of their own (a depth-first search can spend any budget under one wrong early choice, and orders fail on
 different regions): where gangs are given whole domains first, each gang's old domain first, then the plain order;
 elsewhere units fewest free GPUs first, then most free first."""
 EXACT_SECOND_STEPS = 50_000
-"""Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the run's steps."""
+"""Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the gang's share."""
 EXACT_RESTART_STEPS = 10_000
 """Steps of the shortest restart: the n-th restart's search takes this times the n-th term of Luby's sequence
 (1, 1, 2, 1, 1, 2, 4, ...), each in an order of its own (``shuffle`` in :class:`ExactRepack`). A depth-first
@@ -103,10 +102,10 @@ search may need 300,000 steps in the first order."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` (or the gang's
 ``EXACT_GANG_STEPS``) are spent: a gang that no arrangement admits can spend them all, and a later region, or a
-later, smaller gang's, often needs only a few thousand. A
-short search with units most free first (``EXACT_QUICK_STEPS``) then comes right after the preferred one: the
-first order's, sized for 200,000 steps, seldom ends within these, and where it runs out another order often finds
-an arrangement in a few hundred (the heavy tails that restarts address)."""
+later, smaller gang's, often needs only a few thousand. A short search with units most free first
+(``EXACT_QUICK_STEPS``) then comes right after the preferred one: the first order's, sized for 200,000 steps,
+seldom ends within these, and where it runs out another order often finds an arrangement in a few hundred (the
+heavy tails that restarts address)."""
 EXACT_LATE_RUN_STEPS = 100_000
 """Steps of all those late searches of one run together."""
 EJECT_CANDIDATES = 16
