@@ -68,7 +68,7 @@ CASES = [
                           "20,000 late steps, and its search needs more than 200,000 in the first order and 544 "
                           "with units most free first, which a late region now tries first (was 129)"),
     ("varied", 5690, 251, "g00007, which no arrangement admits, spent the run's 400,000 exact steps without a "
-                          "verdict; g00008's zone needs 300,000 in the first order and a restart; a gang's share "
+                          "verdict; g00008's zone needs about 365,000 (both orders, then a restart); a gang's share "
                           "(400,000 of the run's 800,000) leaves them to it (was 227)"),
     ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
                                "with late steps, admits it (465 when a spent share ended the gang's searches)"),

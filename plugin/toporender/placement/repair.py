@@ -98,7 +98,7 @@ EXACT_GANG_STEPS = 400_000
 """Steps of the run's (``EXACT_RUN_STEPS``) that the exact searches for one gang may take; its regions not yet
 searched then have late steps (``EXACT_LATE_STEPS``). A gang that no arrangement admits can spend any budget
 without a verdict, and the run's steps are then left to the gangs after it: in a tight zone the next gang's
-search may need 300,000 steps in the first order."""
+search may need 365,000 steps (both orders, then a restart)."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` (or the gang's
 ``EXACT_GANG_STEPS``) are spent: a gang that no arrangement admits can spend them all, and a later region, or a
