@@ -133,8 +133,8 @@ class Fitter:
         self.side_spent = {"fluid": 0, "short": 0, "keep": 0}
         """Steps of the run's undecided searches charged to a side budget (``SIDE_RUN_STEPS`` in repair)."""
         self.late_spent = 0
-        self.gang_exact: tuple[int, int] = (-1, 0)
-        """The gang whose exact searches ran last, and their steps charged to the run's (``EXACT_GANG_STEPS``)."""
+        self.gang_exact_spent = 0
+        """Steps of the current gang's exact searches charged to the run's (``EXACT_GANG_STEPS`` in repair)."""
         self.eject_spent = 0
         self.eject_exact_spent = 0
         self.exact_notes: dict[int, str] = {}

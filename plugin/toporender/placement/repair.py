@@ -190,6 +190,7 @@ class Repairer(Fitter):
     def repair(self, gang: CompiledGang) -> bool:
         """Re-pack the gangs of one region together with ``gang``; earlier gangs move only if this succeeds."""
         tree = self.tree
+        self.gang_exact_spent = 0
         allowance = min(REPAIR_BASE_STEPS + REPAIR_STEPS_PER_GANG * (gang.idx + 1), self.spent + REPAIR_STEPS_PER_TRY)
         r = gang.groups[0].req
         # moving earlier gangs onto tainted nodes they tolerate frees the nodes they leave: those count too
@@ -362,7 +363,7 @@ class Repairer(Fitter):
             seen.add((tuple(movable), free))
             if not ExactRepack.applies(tree, region, [*(self.gangs[m] for m in movable), gang]):
                 continue
-            if self._late(gang) and self.late_spent >= EXACT_LATE_RUN_STEPS:
+            if self._late() and self.late_spent >= EXACT_LATE_RUN_STEPS:
                 return
             searched += 1
             yield region, movable
@@ -387,9 +388,7 @@ class Repairer(Fitter):
         # (preferred, fluid, steps, old domains, restart seed, side budget charged if undecided: "" for none)
         tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, str]] = [
             (True, False, EXACT_PREFERRED_STEPS, before, 0, "")]
-        if self.gang_exact[0] != gang.idx:
-            self.gang_exact = (gang.idx, 0)
-        if self._late(gang):
+        if self._late():
             tries.append((False, False, EXACT_QUICK_STEPS, None, 0, ""))
         if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
             # the fluid search proves nothing: a short search only as required first, which ends most searches
@@ -406,9 +405,9 @@ class Repairer(Fitter):
         late_left = EXACT_LATE_STEPS
         refuted: set[tuple[int, frozenset[int]]] = set()
         for preferred, fluid, steps, old, seed, side in tries:
-            late = self._late(gang)
+            late = self._late()
             left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
-                    else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact[1]))
+                    else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
             side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
             budget = min(steps, left, side_left)
             if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
@@ -435,7 +434,7 @@ class Repairer(Fitter):
                 self.side_spent[side] += search.steps
             else:
                 self.exact_spent += search.steps
-                self.gang_exact = (gang.idx, self.gang_exact[1] + search.steps)
+                self.gang_exact_spent += search.steps
             if found is not None or proven:
                 break  # admitted, or proven impossible
         if found is None:
@@ -450,11 +449,10 @@ class Repairer(Fitter):
         self.exact_notes.pop(gang.idx, None)
         return True
 
-    def _late(self, gang: CompiledGang) -> bool:
-        """Whether the exact searches for ``gang`` have only late steps left: the run's are spent, or the gang's
-        share of them (``EXACT_GANG_STEPS``)."""
-        took, steps = self.gang_exact
-        return self.exact_spent >= EXACT_RUN_STEPS or (took == gang.idx and steps >= EXACT_GANG_STEPS)
+    def _late(self) -> bool:
+        """Whether the exact searches for the current gang have only late steps left: the run's are spent, or the
+        gang's share of them (``EXACT_GANG_STEPS``)."""
+        return self.exact_spent >= EXACT_RUN_STEPS or self.gang_exact_spent >= EXACT_GANG_STEPS
 
     def _exact_note(self, region: int, gangs: int, proven: bool) -> str:
         """What the exact search of ``region`` found, for the reason of a gang it could not admit: whether no
