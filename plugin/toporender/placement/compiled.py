@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from toporender.errors import fail
 from toporender.expand.levels import LevelConstraint
@@ -18,6 +19,16 @@ from toporender.placement.tree import Tree
 
 # Most groups tolerate no tainted node; they share one empty set (each ``frozenset()`` call makes a new one).
 NO_NODES: frozenset[int] = frozenset()
+
+
+def search_over(*args: object, **kwargs: object) -> NoReturn:
+    """Stands in for a recursive closure once its search is over.
+
+    A closure that calls itself is a reference cycle, so its state (memos, dead ends, the unit being filled)
+    waits for the cyclic collector, which :func:`~toporender.placement.packer.pack` pauses: a small, tight
+    pool's exact searches then kept 1.4 GB alive until the pack ended. Rebinding the closure's name to this
+    breaks the cycle, and reference counting frees the state at once."""
+    raise AssertionError("a closure was called after its search")
 
 
 @dataclass(slots=True)
@@ -138,6 +149,7 @@ def compile_gang(tree: Tree, idx: int, gang: GangDemand) -> CompiledGang:
 
     for name in sorted(subs):
         visit(name)
+    visit = search_over
     leaf_of = dict(gang.pod_subgroup)
     for s in gang.subgroups:
         for p in s.pods:

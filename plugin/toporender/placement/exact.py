@@ -59,7 +59,7 @@ import math
 import operator
 from collections.abc import Mapping, Sequence
 
-from toporender.placement.compiled import CompiledGang, Group, size_counts, tolerated
+from toporender.placement.compiled import CompiledGang, Group, search_over, size_counts, tolerated
 from toporender.placement.tree import Tree
 
 EXACT_MAX_NODES = 128
@@ -429,7 +429,10 @@ class ExactRepack:
                 members[d].pop()
             return False
 
-        return chosen if assign(0) else None
+        try:
+            return chosen if assign(0) else None
+        finally:
+            assign = search_over
 
     def _slack(self, d: int, gangs: list[CompiledGang]) -> int:
         return self.tree.dom_free[d] + self.extra.get(d, 0) - sum(x.need for x in gangs)
@@ -657,13 +660,19 @@ class ExactRepack:
                     beaten.setdefault(others, []).append(counts)
                 return False
 
-            if choose(0, 0):
-                return True
+            try:
+                if choose(0, 0):
+                    return True
+            finally:
+                choose = close = search_over
             failed.add(memo)
             return False
 
-        if not fill(0, order, slack):
-            return False
+        try:
+            if not fill(0, order, slack):
+                return False
+        finally:
+            fill = search_over
         for u, m in chosen:
             self.members[u] = m
         if found_fluid:
@@ -1040,7 +1049,11 @@ class ExactRepack:
 
         out: dict[LeafKey, list[int]] | None = None
         usable = sum(f - f % k for f, k in zip(free, step, strict=True) if k)
-        if sum(p[0] for p in pods) <= usable and place(0):
+        try:
+            fits = sum(p[0] for p in pods) <= usable and place(0)
+        finally:
+            place = search_over
+        if fits:
             got: dict[LeafKey, list[tuple[int, int]]] = {}
             for (size, _, _, key), j in zip(pods, placed, strict=True):
                 got.setdefault(key, []).append((-size, nodes[j]))

@@ -37,7 +37,7 @@ from functools import cached_property
 
 from toporender.errors import fail
 from toporender.placement import fit
-from toporender.placement.compiled import CompiledGang, GangShape, Group, size_counts
+from toporender.placement.compiled import CompiledGang, GangShape, Group, search_over, size_counts
 from toporender.placement.demand import GangDemand
 from toporender.placement.inventory import Inventory
 from toporender.placement.plan import PlacementPlan, PlanParts, build_plan
@@ -167,7 +167,10 @@ def no_easier(shape: GangShape, than: GangShape, by_leaves: bool = True) -> bool
             held[j] = before
         return False
 
-    return hold(0)
+    try:
+        return hold(0)
+    finally:
+        hold = search_over
 
 
 class Packer(Repairer):
@@ -583,9 +586,10 @@ def cyclic_gc_paused() -> Iterator[None]:
 
     Packing allocates millions of small lists, dicts and tuples and keeps many of them (the tree, compiled gangs,
     the plan), which makes the collector re-scan the growing heap again and again: at 100k GPUs that was about a
-    fifth of the run time. Reference counting still frees nearly everything at once; the few small cycles
-    (the re-arranging search's recursive closures) wait for the collector, which is switched back on afterwards
-    if it was on.
+    fifth of the run time. Reference counting frees what packing drops; the cycles it used to leave, the
+    searches' recursive closures, are broken once each search is over
+    (:func:`~toporender.placement.compiled.search_over`). The collector is switched back on afterwards if it
+    was on.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 
 from toporender.placement import fit
-from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext
+from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext, search_over
 from toporender.placement.exact import EXACT_MAX_NODES, ExactRepack
 from toporender.placement.fit import Fitter
 from toporender.placement.tree import ROOT
@@ -678,7 +678,10 @@ class Repairer(Fitter):
                 cap[d] += x.need
             return False
 
-        return assign(0)
+        try:
+            return assign(0)
+        finally:
+            assign = search_over
 
     def _search_items(self, items: list[tuple[CompiledGang, int]], region: int, allowance: int,
                       keep: frozenset[int] = frozenset(), breaks: int = 0) -> bool:
