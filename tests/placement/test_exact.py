@@ -68,8 +68,11 @@ CASES = [
                           "20,000 late steps, and its search needs more than 200,000 in the first order and 544 "
                           "with units most free first, which a late region now tries first (was 129)"),
     ("varied", 5690, 251, "g00007, which no arrangement admits, spent the run's 400,000 exact steps without a "
-                          "verdict; g00008's zone needs about 365,000 (both orders, then a restart); a gang's share "
+                          "verdict; g00008's zone needs about 322,000 (both orders, then restarts); a gang's share "
                           "(400,000 of the run's 800,000) leaves them to it (was 227)"),
+    ("varied", 8797, 268, "g00009 (38 GPUs in a block) in a zone where 2 of 100 orders admit it, each within 1,300 "
+                          "steps: restarts of 10,000 steps times Luby's sequence found neither order within its "
+                          "share; restarts of 1,000 do (was 254)"),
     ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
                                "with late steps, admits it (465 when a spent share ended the gang's searches)"),
     ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "

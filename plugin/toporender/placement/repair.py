@@ -50,22 +50,20 @@ different regions): where gangs are given whole domains first, each gang's old d
 elsewhere units fewest free GPUs first, then most free first."""
 EXACT_SECOND_STEPS = 50_000
 """Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the gang's share."""
-EXACT_RESTART_STEPS = 10_000
+EXACT_RESTART_STEPS = 1_000
 """Steps of the shortest restart: the n-th restart's search takes this times the n-th term of Luby's sequence
 (1, 1, 2, 1, 1, 2, 4, ...), each in an order of its own (``shuffle`` in :class:`ExactRepack`). A depth-first
 search's steps to an arrangement vary by orders of magnitude with its first choices, so many short searches
-in different orders find what one long one misses; and any of them that ends within its steps proves as much as
-the long one."""
-EXACT_MAX_RESTARTS = 64
+in different orders find what one long one misses, and any of them that ends within its steps proves as much as
+the long one. In a tight zone as few as 2 of 100 orders admit the gang, each in under 1,300 steps, while others
+run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long."""
+EXACT_MAX_RESTARTS = 256
 """Restarts of one region's search at most."""
-EXACT_SHORT_STEPS = 1_000
-"""Steps of the shortest of the short restarts that come before the first order's long search: the n-th takes
-this times the n-th term of Luby's sequence, in the n-th restart's order (``EXACT_SHORT_RESTARTS`` of them,
-13,000 steps at most). A region whose first order needs more than 200,000 steps often has an order that needs a
-few hundred, and a gang that the first order cannot admit would otherwise take the run's steps from the gangs
-after it; the long restarts later take the same orders again, each for longer."""
 EXACT_SHORT_RESTARTS = 8
-"""Short restarts of one region's search before its first order's long one."""
+"""Restarts of one region's search that come before its first order's long search (the first terms of the
+sequence, 13,000 steps in all); the others come after the second order. A region whose first order needs more
+than 200,000 steps often has an order that needs a few hundred, and a gang that the first order cannot admit
+would otherwise take the run's steps from the gangs after it."""
 EXACT_SHORT_RUN_STEPS = 100_000
 """Steps of all short searches (short restarts, and the short search in the first order where no fluid one
 follows) of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS`` like the fluid searches'."""
@@ -98,7 +96,7 @@ EXACT_GANG_STEPS = 400_000
 """Steps of the run's (``EXACT_RUN_STEPS``) that the exact searches for one gang may take; its regions not yet
 searched then have late steps (``EXACT_LATE_STEPS``). A gang that no arrangement admits can spend any budget
 without a verdict, and the run's steps are then left to the gangs after it: in a tight zone the next gang's
-search may need 365,000 steps (both orders, then a restart)."""
+search may need 322,000 steps (both orders, then restarts)."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` (or the gang's
 ``EXACT_GANG_STEPS``) are spent: a gang that no arrangement admits can spend them all, and a later region, or a
@@ -396,12 +394,13 @@ class Repairer(Fitter):
                       (False, True, EXACT_FLUID_STEPS, before, 0, "fluid")]
         else:
             tries.append((False, False, EXACT_QUICK_STEPS, before, 0, "short"))
+        # one sequence of restarts: its first terms before the two long orders, the rest after them
         restarts = list(enumerate(_luby(), 1))
-        short = restarts[:EXACT_SHORT_RESTARTS]
-        tries += [(False, False, EXACT_SHORT_STEPS * n, None, seed, "short") for seed, n in short]
+        first, rest = restarts[:EXACT_SHORT_RESTARTS], restarts[EXACT_SHORT_RESTARTS:]
+        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "short") for seed, n in first]
         tries += [(False, False, EXACT_STEPS // 2, before, 0, ""),
                   (False, False, EXACT_SECOND_STEPS, None, 0, "")]
-        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in restarts]
+        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in rest]
         late_left = EXACT_LATE_STEPS
         refuted: set[tuple[int, frozenset[int]]] = set()
         for preferred, fluid, steps, old, seed, side in tries:
