@@ -84,7 +84,7 @@ def test_a_gang_of_smaller_pods_is_searched_after_a_larger_podded_one_failed() -
 def test_a_gang_the_exact_search_could_not_decide_says_so(monkeypatch: pytest.MonkeyPatch, run_steps: int,
                                                           verdict: str) -> None:
     """Mixed-family seed 3033: with 300,000 exact steps for the run the searches for g00012 run out of steps, and
-    its reason says so; with 400,000 (and the run's 800,000) a restart ends within its steps, which proves it."""
+    its reason says so; with 400,000 (and the run's 800,000) one of them ends within its steps, which proves it."""
     from instances import FAMILY_LEVELS, family_instance
 
     monkeypatch.setattr(repair, "EXACT_RUN_STEPS", run_steps)
