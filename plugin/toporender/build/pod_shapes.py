@@ -42,6 +42,7 @@ from toporender.expand.gangs import IDENTITY, Gang, Task
 from toporender.load.models import RepoConfig
 from toporender.load.repo import CONFIG_FILE
 from toporender.load.yaml_source import Loc
+from toporender.placement.compiled import search_over
 
 _IDENTITY = frozenset(IDENTITY)
 _MAX_NODES = 10_000
@@ -299,7 +300,10 @@ def _compile_shape(pod: dict[str, Any]) -> PodShape:
         else:
             raise Undecided(f"a {kind.__name__} value is not a plain YAML value")
 
-    emit(pod, 0)
+    try:
+        emit(pod, 0)
+    finally:
+        emit = search_over
     source = "lambda c, i, s, l, a, m: " + "".join(out)
     build = _BUILDERS.get(source)
     if build is None:

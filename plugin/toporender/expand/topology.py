@@ -120,6 +120,22 @@ def _requirements(wf: WorkflowFile, resource: str, res: ResourceSpec, pool_name:
     return reqs
 
 
+def _collapse(start: _Node, parent: tuple[str, ...] | None, raw: list[_RawSubgroup]) -> tuple[str, ...]:
+    """Append ``start``'s subgroup, its chain of only children merged into it, then its children's, to ``raw``.
+
+    A module function rather than a closure over ``raw``: a closure that calls itself is a reference cycle,
+    and the CLI renders with the cyclic collector off."""
+    c = _merge(LevelConstraint(), start)
+    cur = start
+    while len(cur.children) == 1:
+        cur = next(iter(cur.children.values()))
+        c = _merge(c, cur)
+    entry = _RawSubgroup(cur.path, parent, c, tuple(cur.tasks), [])
+    raw.append(entry)
+    entry.kids.extend(_collapse(child, cur.path, raw) for child in cur.children.values())
+    return cur.path
+
+
 def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: PoolConfig,
                  sink: DiagnosticSink) -> GroupTopology:
     """Validate the group's topology requirements and build its gang structure."""
@@ -191,20 +207,8 @@ def expand_group(wf: WorkflowFile, group: WorkflowGroup, pool_name: str, pool: P
         return GroupTopology(top)
 
     raw: list[_RawSubgroup] = []
-
-    def emit(start: _Node, parent: tuple[str, ...] | None) -> tuple[str, ...]:
-        c = _merge(LevelConstraint(), start)
-        cur = start
-        while len(cur.children) == 1:
-            cur = next(iter(cur.children.values()))
-            c = _merge(c, cur)
-        entry = _RawSubgroup(cur.path, parent, c, tuple(cur.tasks), [])
-        raw.append(entry)
-        entry.kids.extend(emit(child, cur.path) for child in cur.children.values())
-        return cur.path
-
     for child in node.children.values():
-        emit(child, None)
+        _collapse(child, None, raw)
 
     names = unique_names(["-".join(r.path) for r in raw], lambda: [json.dumps(r.path) for r in raw])
     by_path = {r.path: name for r, name in zip(raw, names)}

@@ -22,12 +22,12 @@ NO_NODES: frozenset[int] = frozenset()
 
 
 def search_over(*args: object, **kwargs: object) -> NoReturn:
-    """Stands in for a recursive closure once its search is over.
+    """Stands in for a recursive closure once its search (or walk) is over.
 
     A closure that calls itself is a reference cycle, so its state (memos, dead ends, the unit being filled)
-    waits for the cyclic collector, which :func:`~toporender.placement.packer.pack` pauses: a small, tight
-    pool's exact searches then kept 1.4 GB alive until the pack ended. Rebinding the closure's name to this
-    breaks the cycle, and reference counting frees the state at once."""
+    waits for the cyclic collector, which :func:`~toporender.placement.packer.pack` pauses and the CLI turns
+    off: a small, tight pool's exact searches then kept 1.4 GB alive until the pack ended. Rebinding the
+    closure's name to this breaks the cycle, and reference counting frees the state at once."""
     raise AssertionError("a closure was called after its search")
 
 
@@ -147,9 +147,11 @@ def compile_gang(tree: Tree, idx: int, gang: GangDemand) -> CompiledGang:
         groups[parent].children.append(len(groups) - 1)
         order.append(name)
 
-    for name in sorted(subs):
-        visit(name)
-    visit = search_over
+    try:
+        for name in sorted(subs):
+            visit(name)
+    finally:
+        visit = search_over
     leaf_of = dict(gang.pod_subgroup)
     for s in gang.subgroups:
         for p in s.pods:
