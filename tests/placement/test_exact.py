@@ -79,6 +79,9 @@ CASES = [
                                "first order without a verdict, the run's 400,000 then; short restarts in other orders "
                                "refuse g00023 in 145 steps and admit g00029 in 410, and the run then admits "
                                "g00036 (was 436)"),
+    ("fragmented", 12491, 273, "g00023 (32 GPUs in a block): the pool's short searches and both long orders find "
+                               "nothing, 37 of 200 orders admit it within 20,000 steps and none within 3,700; "
+                               "with a gang's share of 700,000 steps a long restart admits it (was 241)"),
 ]
 
 
@@ -141,6 +144,28 @@ def test_restarts_admit_what_two_long_searches_miss(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(repair, "EXACT_MAX_RESTARTS", 0)
     inst = FAMILIES["varied"][0](3723)
     assert pack(inst.inventory, FAMILY_LEVELS, inst.gangs).placed_gpus == 150
+
+
+def test_every_region_gets_its_short_searches_before_any_gets_long_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """g00029 of fragmented 10234: its block's short searches end undecided, and the pool's short ones admit it,
+    before the block's long searches (which alone may take the gang's share of the run's steps) have run."""
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    calls: list[tuple[int, int, int, bool, bool]] = []  # (run, gang, region, short, admitted)
+    exact = repair.Repairer._exact
+
+    def recorded(self: repair.Repairer, gang: CompiledGang, rs: repair.RegionSearch, short: bool) -> bool:
+        got = exact(self, gang, rs, short)
+        calls.append((id(self), gang.idx, rs.region, short, got))
+        return got
+
+    monkeypatch.setattr(repair.Repairer, "_exact", recorded)
+    inst = FAMILIES["fragmented"][0](10234)
+    pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert [c[2:] for c in calls if c[1] == 29] == [(34, True, False), (ROOT, True, True)]
+    for run, gang in {c[:2] for c in calls}:
+        shorts = [c[3] for c in calls if c[:2] == (run, gang)]
+        assert shorts == sorted(shorts, reverse=True), f"gang {gang}: a short search after a long one"
 
 
 @pytest.mark.parametrize(("family", "seed"), [("mixed", 3097), ("fragmented", 10297)])

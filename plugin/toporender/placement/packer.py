@@ -41,7 +41,7 @@ from toporender.placement.compiled import CompiledGang, GangShape, Group, search
 from toporender.placement.demand import GangDemand
 from toporender.placement.inventory import Inventory
 from toporender.placement.plan import PlacementPlan, PlanParts, build_plan
-from toporender.placement.repair import Repairer
+from toporender.placement.repair import RegionSearch, Repairer
 from toporender.placement.tree import ROOT, Tree
 
 NAMED_BLOCKERS = 50
@@ -215,7 +215,7 @@ class Packer(Repairer):
         if shape is not None:
             self.failed.append(shape)
 
-    def _before_lift(self, gang: CompiledGang, then: tuple[int, list[int]] | None) -> None:
+    def _before_lift(self, gang: CompiledGang, then: tuple[RegionSearch, list[RegionSearch]] | None) -> None:
         """Keep, at the first lift, a copy of this run that admits ``gang`` without it: by the exact search
         ``then`` that the lift came before, going on as this run does (lifting too, keeping no copy of its
         own); else it refuses ``gang`` and goes on without lifts. A gang admitted by a lift can leave later, larger
@@ -229,7 +229,7 @@ class Packer(Repairer):
         finally:
             self.plan_parts = parts
         fork.forked = True
-        if then is None or not fork._exact(fork.gangs[gang.idx], *then):
+        if then is None or not fork._exact_after(fork.gangs[gang.idx], *copy.deepcopy(then)):
             fork.ejects = False
             fork._refuse(fork.gangs[gang.idx], *self.refusing)
         fork.log.clear()

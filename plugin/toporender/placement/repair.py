@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext, search_over
@@ -59,11 +60,12 @@ the long one. In a tight zone as few as 2 of 100 orders admit the gang, each in 
 run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long."""
 EXACT_MAX_RESTARTS = 256
 """Restarts of one region's search at most."""
-EXACT_SHORT_RESTARTS = 8
+EXACT_SHORT_RESTARTS = 16
 """Restarts of one region's search that come before its first order's long search (the first terms of the
-sequence, 13,000 steps in all); the others come after the second order. A region whose first order needs more
-than 200,000 steps often has an order that needs a few hundred, and a gang that the first order cannot admit
-would otherwise take the run's steps from the gangs after it."""
+sequence, 33,000 steps in all, within ``EXACT_SHORT_RUN_STEPS``); the others come after the second order. A
+region whose first order needs more than 200,000 steps often has an order that needs a few hundred, and a gang
+that the first order cannot admit would otherwise take the run's steps from the gangs after it. Every region's
+short searches come before any region's long ones (``Repairer._exact_after``)."""
 EXACT_SHORT_RUN_STEPS = 100_000
 """Steps of all short searches (short restarts, and the short search in the first order where no fluid one
 follows) of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS`` like the fluid searches'."""
@@ -92,11 +94,13 @@ POLISH_STEPS = 20_000
 EXACT_RUN_STEPS = 800_000
 """Steps of all exact searches of one run together: the worst case stays bounded however many gangs fail (with
 ``EXACT_LATE_RUN_STEPS`` more once they are spent)."""
-EXACT_GANG_STEPS = 400_000
+EXACT_GANG_STEPS = 700_000
 """Steps of the run's (``EXACT_RUN_STEPS``) that the exact searches for one gang may take; its regions not yet
 searched then have late steps (``EXACT_LATE_STEPS``). A gang that no arrangement admits can spend any budget
 without a verdict, and the run's steps are then left to the gangs after it: in a tight zone the next gang's
-search may need 322,000 steps (both orders, then restarts)."""
+search may need 322,000 steps (both orders, then restarts). A pool's search may need more: a gang whose short
+searches find nothing, where 37 of 200 orders admit it within 20,000 steps and none within 3,700, needs long
+restarts after both long orders (670,000 steps in all)."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` (or the gang's
 ``EXACT_GANG_STEPS``) are spent: a gang that no arrangement admits can spend them all, and a later region, or a
@@ -116,6 +120,21 @@ EJECT_EXACT_STEPS = 2_000
 """Steps of one exact search of a set of lifted gangs together with the new one."""
 EJECT_EXACT_RUN_STEPS = 200_000
 """Steps of all those exact searches of one run together."""
+
+
+@dataclass(slots=True)
+class RegionSearch:
+    """One region's exact searches for a gang, run in two parts (every region's short searches before any
+    region's long ones): what the first part leaves to the second."""
+
+    region: int
+    movable: list[int]
+    late_left: int = EXACT_LATE_STEPS
+    """The region's late steps not yet spent (``EXACT_LATE_STEPS`` for both parts together)."""
+    refuted: set[tuple[int, frozenset[int]]] = field(default_factory=set)
+    """Sets of groups left that failed from some unit on, shared by the region's searches."""
+    proven: bool = False
+    """Whether a search ended within its steps without an arrangement: no other search of it can find one."""
 
 
 def _luby() -> Iterator[int]:
@@ -214,18 +233,41 @@ class Repairer(Fitter):
             tried.add(movable)
             if self._repack(gang, region, list(movable), allowance):
                 return True
-        # lifting a few gangs comes before the exact search of the whole pool, which re-packs every gang in it
+        # lifting a few gangs comes before the exact search of the whole pool, which re-packs every gang in it;
+        # every region's short searches come before any region's long ones
         lifted = False
+        undecided: list[RegionSearch] = []
         for region, inside in self._exact_regions(gang, regions):
+            search = RegionSearch(region, inside)
             if region == ROOT:
                 lifted = True
-                if self._eject(gang, regions, (region, inside)):
+                if self._eject(gang, regions, (search, undecided)):
                     return True
-            if self._exact(gang, region, inside):
+            if self._exact(gang, search, short=True):
                 return True
-        return not lifted and self._eject(gang, regions)
+            if not search.proven:
+                undecided.append(search)
+        return self._exact_after(gang, None, undecided) or (not lifted and self._eject(gang, regions))
 
-    def _eject(self, gang: CompiledGang, regions: list[int], then: tuple[int, list[int]] | None = None) -> bool:
+    def _exact_after(self, gang: CompiledGang, search: RegionSearch | None, undecided: list[RegionSearch]) -> bool:
+        """``search``'s short exact searches, if given, then the long ones of each region that its short ones left
+        undecided, in order. A gang the first region cannot admit otherwise spent the gang's steps there while
+        a coarser region's short searches would have admitted it in a few thousand (and the gangs after it were
+        left the late steps)."""
+        if search is not None:
+            if self._exact(gang, search, short=True):
+                return True
+            if not search.proven:
+                undecided = [*undecided, search]
+        for rs in undecided:
+            if self._late() and self.late_spent >= EXACT_LATE_RUN_STEPS:
+                return False
+            if self._exact(gang, rs, short=False):
+                return True
+        return False
+
+    def _eject(self, gang: CompiledGang, regions: list[int],
+               then: tuple[RegionSearch, list[RegionSearch]] | None = None) -> bool:
         """Lift one to three earlier gangs of a small pool, place ``gang``, then place the lifted ones again
         wherever their own constraints allow; of the tries that admit ``gang``, keep the one that leaves the
         most room for later gangs (:meth:`_room`).
@@ -239,8 +281,8 @@ class Repairer(Fitter):
         greedy try admits the gang is each set searched exactly together with it (a small search: the other
         gangs stay). Steps are counted per run, so the result depends on steps only. The first admitting try was
         often a cramped one that cost a larger later gang its place, hence the choice by room. ``then``: the exact
-        search (region, movable gangs) that comes after this one, which the copy of the run kept at the first
-        lift makes instead (:meth:`_before_lift`)."""
+        searches that come after this one (the pool's, and the long ones of the regions left undecided), which
+        the copy of the run kept at the first lift makes instead (:meth:`_before_lift`)."""
         tree = self.tree
         if not self.ejects or sum(tree.dom_hist[ROOT]) > EXACT_MAX_NODES:
             return False
@@ -295,9 +337,10 @@ class Repairer(Fitter):
 
         return sorted(movable, key=lambda m: (-unlocked(m), self.gangs[m].need, m))[:EJECT_CANDIDATES]
 
-    def _before_lift(self, gang: CompiledGang, then: tuple[int, list[int]] | None) -> None:
+    def _before_lift(self, gang: CompiledGang, then: tuple[RegionSearch, list[RegionSearch]] | None) -> None:
         """Called once a lift will admit ``gang``, before anything moves: the plan is still the one a run
-        without lifts has at this point, which would search exactly ``then`` (region, movable gangs) next."""
+        without lifts has at this point, which would make the exact searches ``then`` next
+        (:meth:`_exact_after`)."""
 
     def _eject_try(self, gang: CompiledGang, region: int, lifted: tuple[int, ...], exact: bool
                    ) -> tuple[tuple[int, ...], dict[int, list[tuple[int, int]]]] | None:
@@ -366,10 +409,11 @@ class Repairer(Fitter):
             searched += 1
             yield region, movable
 
-    def _exact(self, gang: CompiledGang, region: int, movable: list[int]) -> bool:
-        """Re-pack the gangs ``movable`` of a small region together with ``gang`` exactly (within a fixed step
-        budget)."""
+    def _exact(self, gang: CompiledGang, rs: RegionSearch, short: bool) -> bool:
+        """Re-pack the gangs ``rs.movable`` of a small region together with ``gang`` exactly (within a fixed step
+        budget): with ``short``, the region's short searches, else the rest of them."""
         tree = self.tree
+        region, movable = rs.region, rs.movable
         gs = [self.gangs[m] for m in movable] + [gang]
         before = {m: dict(self.assign.get(m, {})) for m in movable}
         mark = len(self.log)
@@ -377,35 +421,36 @@ class Repairer(Fitter):
             self._release(m)
         found = None
         proven = False
-        # each gang inside one domain of its preferred level first (fewest domains), then only as required: a short
-        # search (where one-GPU pods bind nothing, followed by one giving those pods nodes last, fluid), short
-        # restarts, then old domains first for half the steps, then in the plain order; where old domains order no
-        # choice, units fewest free GPUs first for half the steps, then most free first; then long restarts. Once
-        # the run's steps are spent, a short search with units most free first comes right after the first try
+        # short: each gang inside one domain of its preferred level first (fewest domains), then only as required:
+        # a short search (where one-GPU pods bind nothing, followed by one giving those pods nodes last, fluid),
+        # then short restarts. Long: old domains first for half the steps, then in the plain order; where old
+        # domains order no choice, units fewest free GPUs first for half the steps, then most free first; then
+        # long restarts. Once the run's steps are spent, a short search with units most free first comes right
+        # after the first try
         steered = False
-        # (preferred, fluid, steps, old domains, restart seed, side budget charged if undecided: "" for none)
-        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, str]] = [
-            (True, False, EXACT_PREFERRED_STEPS, before, 0, "")]
-        if self._late():
-            tries.append((False, False, EXACT_QUICK_STEPS, None, 0, ""))
-        if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
-            # the fluid search proves nothing: a short search only as required first, which ends most searches
-            tries += [(False, False, EXACT_QUICK_STEPS, before, 0, "fluid"),
-                      (False, True, EXACT_FLUID_STEPS, before, 0, "fluid")]
-        else:
-            tries.append((False, False, EXACT_QUICK_STEPS, before, 0, "short"))
-        # one sequence of restarts: its first terms before the two long orders, the rest after them
+        # one sequence of restarts: its first terms short, the rest after the two long orders
         restarts = list(enumerate(_luby(), 1))
         first, rest = restarts[:EXACT_SHORT_RESTARTS], restarts[EXACT_SHORT_RESTARTS:]
-        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "short") for seed, n in first]
-        tries += [(False, False, EXACT_STEPS // 2, before, 0, ""),
-                  (False, False, EXACT_SECOND_STEPS, None, 0, "")]
-        tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in rest]
-        late_left = EXACT_LATE_STEPS
-        refuted: set[tuple[int, frozenset[int]]] = set()
+        # (preferred, fluid, steps, old domains, restart seed, side budget charged if undecided: "" for none)
+        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, str]]
+        if short:
+            tries = [(True, False, EXACT_PREFERRED_STEPS, before, 0, "")]
+            if self._late():
+                tries.append((False, False, EXACT_QUICK_STEPS, None, 0, ""))
+            if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
+                # the fluid search proves nothing: a short search only as required first, which ends most searches
+                tries += [(False, False, EXACT_QUICK_STEPS, before, 0, "fluid"),
+                          (False, True, EXACT_FLUID_STEPS, before, 0, "fluid")]
+            else:
+                tries.append((False, False, EXACT_QUICK_STEPS, before, 0, "short"))
+            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "short") for seed, n in first]
+        else:
+            tries = [(False, False, EXACT_STEPS // 2, before, 0, ""), (False, False, EXACT_SECOND_STEPS, None, 0, "")]
+            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in rest]
+        refuted = rs.refuted
         for preferred, fluid, steps, old, seed, side in tries:
             late = self._late()
-            left = (min(late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
+            left = (min(rs.late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                     else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
             side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
             budget = min(steps, left, side_left)
@@ -428,7 +473,7 @@ class Repairer(Fitter):
             proven = not preferred and not fluid and search.steps <= search.budget
             if late:
                 self.late_spent += search.steps
-                late_left -= search.steps
+                rs.late_left -= search.steps
             elif side and found is None and not proven:
                 self.side_spent[side] += search.steps
             else:
@@ -436,6 +481,7 @@ class Repairer(Fitter):
                 self.gang_exact_spent += search.steps
             if found is not None or proven:
                 break  # admitted, or proven impossible
+        rs.proven = proven
         if found is None:
             self._rollback(mark, None)
             if movable:
