@@ -216,10 +216,11 @@ class Packer(Repairer):
             self.failed.append(shape)
 
     def _before_lift(self, gang: CompiledGang, then: tuple[RegionSearch, list[RegionSearch]] | None) -> None:
-        """Keep, at the first lift, a copy of this run that admits ``gang`` without it: by the exact search
-        ``then`` that the lift came before, going on as this run does (lifting too, keeping no copy of its
-        own); else it refuses ``gang`` and goes on without lifts. A gang admitted by a lift can leave later, larger
-        gangs less room than that search's arrangement, or than none. :func:`pack` compares the runs, without
+        """Keep, at the first lift, a copy of this run that admits ``gang`` without it: by the exact searches
+        ``then`` that the lift came before (the pool's, then the long ones of the regions left undecided), going
+        on as this run does (lifting too, keeping no copy of its own); else it refuses ``gang`` and goes on
+        without lifts. A gang admitted by a lift can leave later, larger gangs less room than those searches'
+        arrangement, or than none. :func:`pack` compares the runs, without
         packing the gangs before this one again (their exact searches are most of a small pool's time)."""
         if self.without_lifts is not None or self.forked:
             return

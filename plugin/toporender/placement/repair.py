@@ -243,22 +243,25 @@ class Repairer(Fitter):
                 lifted = True
                 if self._eject(gang, regions, (search, undecided)):
                     return True
-            if self._exact(gang, search, short=True):
+            if self._exact_short(gang, search, undecided):
                 return True
-            if not search.proven:
-                undecided.append(search)
         return self._exact_after(gang, None, undecided) or (not lifted and self._eject(gang, regions))
+
+    def _exact_short(self, gang: CompiledGang, search: RegionSearch, undecided: list[RegionSearch]) -> bool:
+        """``search``'s short exact searches; a region they leave undecided joins ``undecided`` for its long ones."""
+        if self._exact(gang, search, short=True):
+            return True
+        if not search.proven:
+            undecided.append(search)
+        return False
 
     def _exact_after(self, gang: CompiledGang, search: RegionSearch | None, undecided: list[RegionSearch]) -> bool:
         """``search``'s short exact searches, if given, then the long ones of each region that its short ones left
         undecided, in order. A gang the first region cannot admit otherwise spent the gang's steps there while
         a coarser region's short searches would have admitted it in a few thousand (and the gangs after it were
         left the late steps)."""
-        if search is not None:
-            if self._exact(gang, search, short=True):
-                return True
-            if not search.proven:
-                undecided = [*undecided, search]
+        if search is not None and self._exact_short(gang, search, undecided):
+            return True
         for rs in undecided:
             if self._late() and self.late_spent >= EXACT_LATE_RUN_STEPS:
                 return False
