@@ -22,6 +22,7 @@ from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext, search_over
 from toporender.placement.exact import EXACT_MAX_NODES, ExactRepack
 from toporender.placement.fit import Fitter
+from toporender.placement.node_fill import NodeFill
 from toporender.placement.tree import ROOT
 
 # Budgets of the repair search in steps; they depend only on the gangs seen so far.
@@ -82,7 +83,14 @@ EXACT_FLUID_STEPS = 50_000
 """Steps of the search that gives the one-GPU pods bound to nothing nodes after the other groups (``fluid`` in
 :class:`~toporender.placement.exact.ExactRepack`), tried before the two plain orders: in a tight pool with many
 such pods the plain search spends its steps choosing which of them fill each unit."""
-SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS}
+NODE_FILL_SLACK = 8
+"""Free GPUs beyond those asked up to which a region is tight: searched node by node last."""
+NODE_FILL_STEPS = 30_000
+"""Steps of one node-by-node search."""
+NODE_FILL_RUN_STEPS = 60_000
+"""Steps of all node-by-node searches of one run."""
+SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
+                  "node": NODE_FILL_RUN_STEPS}
 """Per side budget, the steps of one run's searches charged to it when they end without an answer."""
 EXACT_REGIONS = 3
 """Regions smaller than the pool searched exactly per gang that the bounded repair could not admit (finest
@@ -485,6 +493,8 @@ class Repairer(Fitter):
             if found is not None or proven:
                 break  # admitted, or proven impossible
         rs.proven = proven
+        if found is None and not short and not proven:
+            found = self._node_fill(region, gs)
         if found is None:
             self._rollback(mark, None)
             if movable:
@@ -496,6 +506,19 @@ class Repairer(Fitter):
         self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
         self.exact_notes.pop(gang.idx, None)
         return True
+
+    def _node_fill(self, region: int, gs: list[CompiledGang]) -> dict[int, dict[int, int]] | None:
+        """The last try of a tight region (slack of at most ``NODE_FILL_SLACK`` GPUs) that the unit-by-unit searches
+        left undecided: :class:`~toporender.placement.node_fill.NodeFill`, within its own steps."""
+        left = SIDE_RUN_STEPS["node"] - self.side_spent["node"]
+        if left <= 0 or not NodeFill.applies(gs):
+            return None
+        search = NodeFill(self.tree, region, gs, min(NODE_FILL_STEPS, left))
+        if search.slack > NODE_FILL_SLACK:
+            return None
+        found = search.solve()
+        self.side_spent["node"] += search.steps
+        return found
 
     def _late(self) -> bool:
         """Whether the exact searches for the current gang have only late steps left: the run's are spent, or the
