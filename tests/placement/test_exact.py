@@ -26,8 +26,8 @@ CASES = [
                          "292)"),
     ("mixed", 3097, 247, "the search one group at a time needed restarts in other orders here"),
     ("fragmented", 10214, 624, "eleven single-pod gangs bound to nothing (eleven parts of four kinds: 180 ways "
-                               "over two zones) kept the pool one search that ran out of steps; the last try, "
-                               "wide (as parts, alike ones in one order), admits g00023 (was 528)"),
+                               "over two zones) kept the pool one search that ran out of steps; a restart, wide "
+                               "(as parts, alike ones in one order), admits g00023 (was 528)"),
     ("fragmented", 10422, 397, "the pool's search for g00020 ran out of the run's exact steps where lifting earlier "
                                "gangs admits it; lifting first leaves the steps with which the pool's search admits "
                                "g00021 (was 381)"),
@@ -73,6 +73,9 @@ CASES = [
     ("varied", 8797, 268, "g00009 (38 GPUs in a block) in a zone where 2 of 100 orders admit it, each within 1,300 "
                           "steps: restarts of 10,000 steps times Luby's sequence found neither order within its "
                           "share; restarts of 1,000 do (was 254)"),
+    ("varied", 11215, 191, "g00009 (eleven 2-GPU pods bound to nothing): the pool's second order, units most free "
+                           "first, admits it in 19,810 steps; searched as parts (wide) instead, as it was, it ran out "
+                           "of 3,000,000 (was 169)"),
     ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
                                "with late steps, admits it (465 when a spent share ended the gang's searches)"),
     ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "

@@ -472,9 +472,10 @@ class Repairer(Fitter):
             search = ExactRepack(tree, region, gs, budget, preferred, old,
                                  most_free_first=old is None and not steered, fluid=fluid,
                                  refuted=None if preferred or fluid else refuted, shuffle=seed)
-            if old is None and not preferred and not search.whole_of:
-                # the plain order and the restarts: gangs bound to nothing in more parts than a plain search takes,
-                # when alike parts make few ways to split them
+            if old is None and seed and not preferred and not search.whole_of:
+                # the restarts: gangs bound to nothing in more parts than a plain search takes, when alike parts make
+                # few ways to split them (the second order stays plain: as parts, a pool's search may need a hundred
+                # times its steps)
                 wide = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
                 if wide.whole_of:
                     search = wide
