@@ -262,8 +262,6 @@ def test_agrees_with_the_exact_solver(family: str, seed: int, picked: tuple[int,
     keeps node capacities, taints and every group's required domain."""
     from instances import FAMILIES, FAMILY_LEVELS, mip_feasible
 
-    from toporender.placement.inventory import tolerates
-
     inst = FAMILIES[family][0](seed)
     tree = Tree(inst.inventory, FAMILY_LEVELS, {})
     compiled = Packer(tree, inst.gangs).gangs
@@ -275,8 +273,15 @@ def test_agrees_with_the_exact_solver(family: str, seed: int, picked: tuple[int,
     feasible = mip_feasible(inst.inventory, FAMILY_LEVELS, [inst.gangs[i] for i in picked])
     assert feasible is not None
     assert (found is not None) == feasible
-    if found is None:
-        return
+    if found is not None:
+        assert_arrangement(tree, gangs, found)
+
+
+def assert_arrangement(tree: Tree, gangs: list[CompiledGang], found: dict[int, dict[int, int]]) -> None:
+    """Every pod of every gang on a node it may use, no node over its free GPUs, every group inside one domain of
+    its required level."""
+    from toporender.placement.inventory import tolerates
+
     used: dict[int, int] = {}
     for x in gangs:
         pods = found[x.idx]

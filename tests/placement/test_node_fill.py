@@ -8,30 +8,12 @@ import pytest
 from toporender.expand.levels import LevelConstraint
 from toporender.placement.compiled import CompiledGang
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
-from toporender.placement.inventory import Inventory, Node, Taint, tolerates
+from toporender.placement.inventory import Inventory, Node, Taint
 from toporender.placement.node_fill import NodeFill
 from toporender.placement.packer import Packer, pack
 from toporender.placement.tree import ROOT, Tree
 
-from .test_exact import ALL_NEIGHBOURHOODS, _subtree
-
-
-def _assert_valid(tree: Tree, gangs: list[CompiledGang], found: dict[int, dict[int, int]]) -> None:
-    """Every pod on a node it may use, no node over its free GPUs, every group inside one domain of its level."""
-    used: dict[int, int] = {}
-    for x in gangs:
-        pods = found[x.idx]
-        assert sorted(pods) == list(range(len(x.pod_gpus)))
-        demands = {d.name: d for d in x.demand.pods}
-        for p, n in pods.items():
-            tolerations = demands[x.pod_names[p]].tolerations
-            assert tree.node_ok[n] and all(tolerates(tolerations, t) for t in tree.node_taints[n])
-            used[n] = used.get(n, 0) + x.pod_gpus[p]
-        for gi, g in enumerate(x.groups):
-            below = [pods[p] for sub in _subtree(x, gi) for p in x.groups[sub].pods]
-            if g.req >= 0 and below:
-                assert len({tree.node_path[n][-g.req - 2] for n in below}) == 1, (x.idx, g.name)
-    assert all(used[n] <= tree.node_free[n] for n in used)
+from .test_exact import ALL_NEIGHBOURHOODS, assert_arrangement
 
 
 @pytest.mark.parametrize(("family", "seed", "picked"), ALL_NEIGHBOURHOODS,
@@ -52,7 +34,7 @@ def test_agrees_with_the_exact_solver(family: str, seed: int, picked: tuple[int,
     assert feasible is not None
     if found is not None:
         assert feasible
-        _assert_valid(tree, gangs, found)
+        assert_arrangement(tree, gangs, found)
     elif search.steps <= search.budget:
         assert not feasible
 
@@ -97,7 +79,7 @@ def test_a_node_may_keep_free_gpus_up_to_the_slack() -> None:
     assert search.slack == 0
     found = search.solve()
     assert found is not None
-    _assert_valid(tree, compiled, found)
+    assert_arrangement(tree, compiled, found)
     search, _ = _search(tree, [_gang("g1", [("clique", [2, 2, 2])]), _gang("g2", [(None, [1, 1])])])
     assert search.slack == 1
     found = search.solve()
@@ -111,7 +93,7 @@ def test_only_tolerating_pods_take_tainted_nodes() -> None:
     search, compiled = _search(tree, [plain, tolerant])
     found = search.solve()
     assert found is not None
-    _assert_valid(tree, compiled, found)
+    assert_arrangement(tree, compiled, found)
     search, _ = _search(tree, [plain, _gang("g3", [(None, [4])])])
     assert search.solve() is None
 
@@ -125,7 +107,7 @@ def test_steps_are_counted_and_a_search_out_of_them_admits_nothing() -> None:
     search, compiled = _search(_tree(frees), gangs, budget=10_000)
     found = search.solve()
     assert found is not None
-    _assert_valid(_tree(frees), compiled, found)
+    assert_arrangement(_tree(frees), compiled, found)
     needed = search.steps
     search, _ = _search(_tree(frees), gangs, budget=needed - 1)
     assert search.solve() is None

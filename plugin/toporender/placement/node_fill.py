@@ -6,7 +6,7 @@ which leaf groups it holds; its bounds count GPUs per domain and per pod size. W
 steps on fillings of the last units whose counts fit and whose nodes do not (a one-GPU hole on each of several
 nodes, where the pods left are two-GPU ones). Here every node is decided in turn, so a hole is seen when it is
 made: the node with the fewest groups that may still put a pod on it is filled next (a variable ordering
-known from constraint programming as "fewest remaining values"), each of its fillings tried once (pods of one
+known from constraint programming as "minimum remaining values"), each of its fillings tried once (pods of one
 group are interchangeable, and a node's pods are chosen in group order), groups that already have pods fixed
 near it first; the GPUs a node leaves free are lost, at most the slack (free GPUs minus GPUs asked) in all.
 
