@@ -118,7 +118,7 @@ class NodeFill:
 
     def solve(self) -> dict[int, dict[int, int]] | None:
         """``gang -> pod -> node`` for every gang, or None (no arrangement, or out of steps)."""
-        if self.slack < 0 or any(self.ge[s] > self.room[s] for s in self.sizes):
+        if not self._counts_fit():
             return None
         try:
             if not self._search():
@@ -179,11 +179,14 @@ class NodeFill:
         self.done -= gpus
 
     # ---- bounds --------------------------------------------------------------------------------------------
+    def _counts_fit(self) -> bool:
+        """The GPUs lost are within the slack, and per pod size the pods left fit the whole pods the nodes take."""
+        return self.slack >= 0 and all(self.ge[s] <= self.room[s] for s in self.sizes)
+
     def _fits(self, n: int) -> bool:
         """The bounds that a change on node ``n`` can break."""
-        if self.slack < 0 or any(self.ge[s] > self.room[s] for s in self.sizes):
-            return False
-        return all(self.rem[a] <= self.avail[d] for d in self.tree.node_path[n] for a in self.fixed_at.get(d, ()))
+        return self._counts_fit() and all(self.rem[a] <= self.avail[d] for d in self.tree.node_path[n]
+                                          for a in self.fixed_at.get(d, ()))
 
     def _unfixed_fit(self) -> bool:
         """Every group with pods left and no domain yet still fits some domain of its level."""
@@ -204,13 +207,8 @@ class NodeFill:
         return -1
 
     def _takes(self, leaf: _Leaf, n: int) -> bool:
-        if n not in leaf.usable:
-            return False
-        for a in leaf.chain:
-            d = self.fixed[a]
-            if d is not None:
-                return self.dom_at[n][self.level[a]] == d
-        return True
+        d = self._finest_fixed(leaf)
+        return n in leaf.usable and (d < 0 or self.dom_at[n][self.tree.dom_level[d]] == d)
 
     def _search(self) -> bool:
         if self.done == self.need:
