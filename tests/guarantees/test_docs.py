@@ -84,6 +84,15 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+README_MAX_BYTES = 12_000
+"""The README is for users: a quick start, concepts, commands and the latest figures; diaries go elsewhere."""
+
+
+def test_the_readme_stays_short() -> None:
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_MAX_BYTES, f"README.md has {size} bytes; move detail to docs/ or benchmarks/LOG.md"
+
+
 def _copy_of_repo(dest: Path) -> Path:
     for rel in _tracked():
         src = ROOT / rel
