@@ -82,6 +82,9 @@ CASES = [
                                "first order without a verdict, the run's 400,000 then; short restarts in other orders "
                                "refuse g00023 in 145 steps and admit g00029 in 410, and the run then admits "
                                "g00036 (was 436)"),
+    ("fragmented", 12321, 445, "g00016: its zone (no GPU to spare) ran out of steps, rack fillings that left a later "
+                               "rack no sum its groups make; bounded by subset sums, the search proves in 9,034 steps "
+                               "that the zone has no room, and the pool's first order admits it (was 431)"),
     ("fragmented", 12491, 273, "g00023 (32 GPUs in a block): the pool's short searches and both long orders find "
                                "nothing, 37 of 200 orders admit it within 20,000 steps and none within 3,700; "
                                "with a gang's share of 700,000 steps a long restart admits it (was 241)"),
@@ -140,13 +143,13 @@ def test_a_gang_no_arrangement_admits_leaves_the_run_steps(monkeypatch: pytest.M
 
 
 def test_restarts_admit_what_two_long_searches_miss(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without restarts, the zone's search for g00010 of varied 3723 runs out of steps in both orders (the row of
-    ``CASES`` places 160 with them)."""
+    """Without restarts, the zone's search for g00009 of varied 8797 runs out of steps in both orders (the row of
+    ``CASES`` places 268 with them)."""
     from instances import FAMILIES, FAMILY_LEVELS
 
     monkeypatch.setattr(repair, "EXACT_MAX_RESTARTS", 0)
-    inst = FAMILIES["varied"][0](3723)
-    assert pack(inst.inventory, FAMILY_LEVELS, inst.gangs).placed_gpus == 150
+    inst = FAMILIES["varied"][0](8797)
+    assert pack(inst.inventory, FAMILY_LEVELS, inst.gangs).placed_gpus == 254
 
 
 def test_every_region_gets_its_short_searches_before_any_gets_long_ones(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,6 +206,19 @@ def test_searches_leave_nothing_to_the_cyclic_collector(family: str, seed: int) 
 def test_luby_sequence() -> None:
     assert list(repair._luby())[:15] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
     assert len(list(repair._luby())) == repair.EXACT_MAX_RESTARTS
+
+
+@pytest.mark.parametrize(("sums", "n", "count"), [
+    (0b1, 2, 3), (0b1, 1, 0), (0b101, 3, 1), (0b1, 4, 7), (0b10011, 1, 5), (0b1, 5, 8),
+])
+def test_up_to_adds_every_count_of_items(sums: int, n: int, count: int) -> None:
+    """Each count from 0 to ``count`` of items of ``n`` GPUs, added to each sum already reached, and no other."""
+    from toporender.placement.exact import _up_to
+
+    want = 0
+    for c in range(count + 1):
+        want |= sums << n * c
+    assert _up_to(sums, n, count) == want
 
 
 # (seed, gangs in arrival order): the gangs the arrival-order optimum accepted before the last one, and the
@@ -538,6 +554,40 @@ def test_groups_bound_together_must_fit_their_domain() -> None:
     search = ExactRepack(tree, ROOT, Packer(tree, [gang, free]).gangs, 100_000)
     assert search.solve() is None
     assert search.steps == 0
+
+
+def _racks(frees: list[list[int]]) -> Tree:
+    """One zone of racks of 8-GPU nodes, with these free GPUs per node."""
+    nodes = [Node(f"r{r}-n{i}", {"zone": "z", "rack": f"r{r}"}, 8, 8 - f, False)
+             for r, fs in enumerate(frees) for i, f in enumerate(fs)]
+    return Tree(Inventory.of(nodes), ("zone", "rack"), {})
+
+
+@pytest.mark.parametrize(("frees", "fits"), [
+    ([[3, 2], [3, 2]], False),  # 10 free for 10, but no subset of 4, 4 and 2 makes 5
+    ([[3, 3], [2, 2]], True),   # 4 + 2 and 4
+    ([[4, 1], [4, 1]], False),
+    ([[2, 2], [2, 2], [1, 1]], True),
+])
+def test_subset_sums_bound_the_units_left(monkeypatch: pytest.MonkeyPatch, frees: list[list[int]],
+                                          fits: bool) -> None:
+    """Rack-bound groups of four, four and two one-GPU pods with no GPU to spare: every rack must be filled
+    exactly by a subset of them. Every other bound holds (the pods fit any free GPU), so without the subset sums
+    the search tries fillings of the first rack before it finds that none leaves the next one a sum it can
+    take; with them it refuses before it fills a rack, and the verdict is the same."""
+    tree = _racks(frees)
+    gangs = Packer(tree, [_gang("a", [("rack", [1] * 4)]), _gang("b", [("rack", [1] * 4)]),
+                          _gang("c", [("rack", [1, 1])])]).gangs
+    bounded = ExactRepack(tree, ROOT, gangs, 10_000)
+    found = bounded.solve()
+    assert (found is not None) == fits
+    if found is not None:
+        assert_arrangement(tree, gangs, found)
+        return
+    monkeypatch.setattr(ExactRepack, "_sums_fit", lambda *_: True)
+    unbounded = ExactRepack(tree, ROOT, gangs, 10_000)
+    assert unbounded.solve() is None
+    assert bounded.steps < unbounded.steps <= unbounded.budget
 
 
 def test_pods_kept_off_tainted_nodes_must_fit_the_others() -> None:

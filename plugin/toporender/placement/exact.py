@@ -17,6 +17,9 @@ node) at a time instead of placing one group at a time:
   while a unit is filled, its groups' pods must fit, size by size, the whole pods its nodes can take, and
   once a group is put in a domain of the unit, the groups left under each coarser group that this fixes there
   (the other pods of a rack-bound subgroup) must fit that domain;
+* with little slack left (``SUMS_SLACK``), every domain that holds units still to fill must be fillable to
+  within it by sums of the groups left that may go there, and the units after a unit are bounded before its
+  node search;
 * the pods of a unit's groups are fitted onto its nodes by an inner depth-first search over pods, largest
   first, that remembers the states it has proven infeasible, after a test that the pods fit the GPUs their
   nodes can take at all (on each node, multiples of the GCD of the pod sizes that may go there); in every
@@ -74,10 +77,27 @@ interchangeable, so only how many of each kind go to each domain counts (eight p
 domains are 256 ways; thirty of one kind in three, 496)."""
 
 NODE_DEAD_ENDS = 16
+SUMS_SLACK = 8
+"""Free GPUs not yet lost below which the units left are bounded by subset sums (``ExactRepack._sums_fit``) too,
+and bounded before a unit's node search rather than after: with more to spare the sums seldom refuse anything
+(on a fragmented development seed, 1 in 270 such calls against 1 in 12 below), and the bound would cost more
+than the node searches it saves."""
 """States a unit's node search proves infeasible before it starts counting the pods left (:class:`_PodsLeft`)."""
 
 LeafKey = tuple[int, int]
 """(gang index, group index) of a leaf group."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitsLeft:
+    """The units still to fill, as :meth:`ExactRepack._sums_fit` reads them: their free GPUs (in order), and per
+    domain finer than the region that holds some, their free GPUs in all and which of them it holds (bit i for
+    ``units[i]``)."""
+
+    units: list[int]
+    free: list[int]
+    rem: dict[int, int]
+    held: dict[int, int]
 UnitKey = tuple[int, tuple[tuple[LeafKey, int], ...]]
 """A unit and the leaf groups in it with their domains (sorted): the key of a unit's remembered answer."""
 FLUID = -1
@@ -95,6 +115,18 @@ def _shape_of(x: CompiledGang, reqs: Sequence[int]) -> tuple[object, ...]:
     levels (``reqs``, one per group), pod sizes and tolerated tainted nodes."""
     return tuple((g.parent, r, tuple(x.pod_gpus[p] for p in g.pods), g.tol)
                  for g, r in zip(x.groups, reqs, strict=True))
+
+
+def _up_to(sums: int, n: int, count: int) -> int:
+    """The sums (bit s for sum s) with 0 to ``count`` items of ``n`` added: the counts in powers of two, so that
+    every count up to ``count`` is some choice of them, at a shift each."""
+    part = 1
+    while count > 0:
+        take = min(part, count)
+        sums |= sums << n * take
+        count -= take
+        part *= 2
+    return sums
 
 
 def _mixed(seed: int, x: int) -> int:
@@ -168,6 +200,7 @@ class ExactRepack:
                 self.extra[d] = self.extra.get(d, 0) + tree.node_free[n]
         self._pods_apart()
         self.chain_memo: dict[LeafKey, tuple[int, ...]] = {}
+        self.bound_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.budget = budget
         self.steps = 0
         self.leaves: list[LeafKey] = [(g.idx, gi) for g in self.gangs.values() for gi, grp in enumerate(g.groups)
@@ -507,6 +540,14 @@ class ExactRepack:
             got = self.chain_memo[key] = tuple(out)
         return got
 
+    def _bound_above(self, key: LeafKey) -> tuple[tuple[LeafKey, int], ...]:
+        """The leaf group's ancestors bound finer than the region, with their levels."""
+        got = self.bound_memo.get((key, self.rlvl))
+        if got is None:
+            got = self.bound_memo[(key, self.rlvl)] = tuple(
+                ((key[0], gi), r) for gi in self._chain(key)[1:] if (r := self.req[(key[0], gi)]) > self.rlvl)
+        return got
+
     def _within(self, key: LeafKey) -> int:
         """The finest domain the leaf group is already confined to: its ancestors' fixed domains, or the region."""
         tree = self.tree
@@ -567,16 +608,28 @@ class ExactRepack:
         failed: set[tuple[object, ...]] = set()
         chosen: list[tuple[int, list[tuple[LeafKey, int]]]] = []
 
-        def fill(ui: int, left: tuple[LeafKey, ...], spare: int) -> bool:
+        layouts: dict[int, UnitsLeft] = {}
+
+        def sums(ui: int, left: tuple[LeafKey, ...], spare: int) -> bool:
+            """The subset-sum bound on the units from ``ui`` on, where the slack is small enough to check it."""
+            if spare >= SUMS_SLACK:
+                return True
+            got = layouts.get(ui)
+            if got is None:
+                got = layouts[ui] = self._units_left(units[ui:])
+            return self._sums_fit(got, left, spare)
+
+        def fill(ui: int, left: tuple[LeafKey, ...], spare: int, checked: bool = False) -> bool:
             """Fill unit ``ui`` with some of the groups ``left``, then the units after it with the rest; ``spare``
-            is the slack not lost yet."""
+            is the slack not lost yet; ``checked``: the subset-sum bound already holds."""
             if not left:
                 return not fluid or self._fluid_fit(fluid, chosen, found_fluid)
             if ui == len(units):
                 return False
             gangs_left = {k[0] for k in left}
             memo = (ui, left, tuple(sorted((k, d) for k, d in self.fixed.items() if k[0] in gangs_left)))
-            if memo in failed or not self._may_fit(units[ui:], left, caps_from[ui]):
+            if (memo in failed or not self._may_fit(units[ui:], left, caps_from[ui])
+                    or not (checked or sums(ui, left, spare))):
                 failed.add(memo)
                 return False
             u = units[ui]
@@ -645,15 +698,22 @@ class ExactRepack:
                 others = tuple(sorted(m for m in members if m[0] not in singles)) if counts else ()
                 if counts and any(all(n <= r.get(s, 0) for s, n in counts.items()) for r in beaten.get(others, ())):
                     return False  # no more singles than a filling that failed further on: fails as it did
+                taken = {k for k, _ in members}
+                rest_left = tuple(k for k in left if k not in taken)
+                # in a tight region the units after this one are bounded by subset sums before its node search,
+                # the costliest step
+                checked = bool(rest_left and later) and spare - (free - used) < SUMS_SLACK
+                if checked and not sums(ui + 1, rest_left, spare - (free - used)):
+                    if counts:
+                        beaten.setdefault(others, []).append(counts)
+                    return False
                 if self._unit_fit(u, members) is None:
                     return False
-                taken = {k for k, _ in members}
                 chosen.append((u, list(members)))
-                rest_left = tuple(k for k in left if k not in taken)
                 if fluid and rest_left and not self._fluid_fit(fluid, chosen, [], rest_left, later):
                     chosen.pop()
                     return False
-                if fill(ui + 1, rest_left, spare - (free - used)):
+                if fill(ui + 1, rest_left, spare - (free - used), checked):
                     return True
                 chosen.pop()
                 if counts:
@@ -813,9 +873,9 @@ class ExactRepack:
         # the load and capacity vectors a unit's filling is checked with: all usable nodes, then (where some
         # group may use tainted nodes and others not) the untainted ones
         size_load = self.size_load
-        for i in range(len(self.sizes) * (2 if self.usable else 1)):
-            if sum(size_load[k][i] for k in left) > caps[i]:
-                return False
+        width = len(self.sizes) * (2 if self.usable else 1)
+        if any(t > c for t, c in zip(map(sum, zip(*(size_load[k] for k in left))), caps[:width])):
+            return False
         # the same for every group bound to a domain coarser than a leaf's: the leaves left of one that an earlier
         # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
         # units still to fill, and those of one not fixed yet must fit some domain of its level; groups that may
@@ -839,19 +899,16 @@ class ExactRepack:
         fixed_in: dict[int, set[LeafKey]] = {}
         loose: dict[LeafKey, tuple[int, bool]] = {}
         for k in left:
-            strict = self._strict(k)
+            strict = bool(self.usable) and self._strict(k)
             # (every group against the most free GPUs of a unit is tested above)
             if strict and self.need[k] > most_at.get((self.unit_level, True), 0):
                 return False
-            for gi in self._chain(k)[1:]:
-                r = self.req[(k[0], gi)]
-                if r <= self.rlvl:
-                    continue
-                dom = self.fixed.get((k[0], gi))
+            for grp, r in self._bound_above(k):
+                dom = self.fixed.get(grp)
                 if dom is None:
-                    n, all_strict = loose.get((k[0], gi), (0, True))
+                    n, all_strict = loose.get(grp, (0, True))
                     n, all_strict = n + self.need[k], all_strict and strict
-                    loose[(k[0], gi)] = n, all_strict
+                    loose[grp] = n, all_strict
                     if n > most_at.get((min(r, self.unit_level), all_strict), 0):
                         return False
                 elif level[dom] <= self.unit_level:
@@ -865,6 +922,104 @@ class ExactRepack:
             for i, s in enumerate(self.sizes):
                 if sum(self.ge[k][i] for k in keys) > sum(self._caps(u)[s] for u in inside):
                     return False
+        return True
+
+    def _units_left(self, units: list[int]) -> UnitsLeft:
+        """What :meth:`_sums_fit` needs of the units still to fill; their free GPUs do not change while the units
+        before them are filled."""
+        anc = self.tree.dom_anc
+        level = self.tree.dom_level
+        free = [self._free(u) for u in units]
+        rem: dict[int, int] = {}
+        held: dict[int, int] = {}
+        for i, u in enumerate(units):
+            for d in anc[u]:
+                if self.rlvl < level[d] <= self.unit_level:
+                    rem[d] = rem.get(d, 0) + free[i]
+                    held[d] = held.get(d, 0) | 1 << i
+        # of domains that hold the same units only the coarsest: what lies in a finer one whole lies whole in it
+        coarsest: dict[int, int] = {}
+        for d in sorted(held, key=lambda d: level[d], reverse=True):
+            coarsest[held[d]] = d
+        keep = set(coarsest.values())
+        return UnitsLeft(units, free, {d: f for d, f in rem.items() if d in keep}, held)
+
+    def _sums_fit(self, units_left: UnitsLeft, left: tuple[LeafKey, ...], spare: int) -> bool:
+        """Necessary: every domain finer than the region that holds units still to fill can be filled, to within
+        ``spare`` free GPUs, by sums of what may still go there.
+
+        The groups left come as clusters that lie in one domain each: under the outermost group not yet fixed that
+        is bound finer than where its ancestors are fixed (a zone-bound gang's subgroups, say), or alone. A
+        cluster bound no coarser than the domain lies in it whole or not at all; a coarser one may split, one leaf
+        group at a time; either must go there when every unit it may use lies there. The size bounds hold where
+        the last rack of a zone must take the zone-bound groups left and make up the rest in 4-GPU pods, a sum
+        they cannot make: the search then filled the racks before it in thousands of ways, each found wanting
+        one unit later. A zone with no GPU to spare that ran out of 300,000 steps so is proven full in 9,034."""
+        anc = self.tree.dom_anc
+        level = self.tree.dom_level
+        ul = self.unit_level
+        units, free, rem, held = units_left.units, units_left.free, units_left.rem, units_left.held
+        clusters: dict[tuple[int, int, int], list[int]] = {}
+        above: dict[LeafKey, tuple[int, int]] = {}  # per parent group, where its chain confines and binds a leaf
+        req, fixed, region = self.req, self.fixed, self.region
+        for k in left:
+            x, gi = k
+            parent = self.gangs[x].groups[gi].parent
+            got = above.get((x, parent))
+            if got is None:
+                w = region
+                for a in self._chain(k)[1:]:
+                    d = fixed.get((x, a))
+                    if d is not None and level[d] > level[w]:
+                        w = d
+                top = -1
+                for a in self._chain(k)[1:]:
+                    if req[(x, a)] > level[w] and (x, a) not in fixed:
+                        top = a
+                got = above[(x, parent)] = (w, top)
+            w, top = got
+            if top < 0 and req[k] > level[w]:
+                top = gi
+            clusters.setdefault((x, top, w) if top >= 0 else (x, -2 - gi, w), []).append(self.need[k])
+        may: dict[int, int] = {}  # per domain a cluster is confined to, the units it may use
+        # (level, GPUs, its leaves' GPUs as (GPUs, count) pairs, units it may use) -> clusters alike
+        items: dict[tuple[int, int, tuple[tuple[int, int], ...], int], int] = {}
+        for (x, top, w), needs in clusters.items():
+            if w not in may:
+                may[w] = sum(1 << i for i, u in enumerate(units) if w in anc[u] or u in anc[w])
+            key = (req[(x, top)] if top >= 0 else ul, sum(needs), size_counts(needs), may[w])
+            items[key] = items.get(key, 0) + 1
+        most: dict[int, int] = {}  # per set of units, the most free GPUs of one
+        for d, cap in rem.items():
+            mine = held[d]
+            sums = 1  # bit s: some choice puts s GPUs in d
+            mask = (1 << (cap + 1)) - 1
+            for (lvl, total, gpus, allowed), alike in items.items():
+                inside = allowed & mine
+                if not inside:
+                    continue
+                forced = not allowed & ~mine
+                if lvl >= level[d]:
+                    room = cap
+                    if lvl >= ul:
+                        room = most.get(inside, -1)
+                        if room < 0:
+                            room = most[inside] = max(f for i, f in enumerate(free) if inside >> i & 1)
+                    if total > room:
+                        if forced:
+                            return False
+                        continue
+                    sums = sums << total * alike if forced else _up_to(sums, total, alike)
+                elif forced:
+                    sums <<= total * alike
+                else:
+                    for n, count in gpus:
+                        sums = _up_to(sums, n, count * alike)
+                sums &= mask
+                if not sums:
+                    return False
+            if not sums >> max(0, cap - spare):
+                return False
         return True
 
     def _allowed(self, key: LeafKey, u: int) -> bool:
