@@ -85,6 +85,9 @@ CASES = [
     ("fragmented", 12321, 445, "g00016: its zone (no GPU to spare) ran out of steps, rack fillings that left a later "
                                "rack no sum its groups make; bounded by subset sums, the search proves in 9,034 steps "
                                "that the zone has no room, and the pool's first order admits it (was 431)"),
+    ("fragmented", 13190, 470, "g00029 (four 8-GPU pods in one block) in a pool of 23 gangs, eleven of them one pod "
+                               "bound to nothing: both plain orders ran out of 1,000,000 steps, the first order with "
+                               "those gangs as parts admits it in 94,192 (was 438)"),
     ("fragmented", 12491, 273, "g00023 (32 GPUs in a block): the pool's short searches and both long orders find "
                                "nothing, 37 of 200 orders admit it within 20,000 steps and none within 3,700; "
                                "with a gang's share of 700,000 steps a long restart admits it (was 241)"),

@@ -6,8 +6,8 @@ re-packed by a depth-first search over leaf groups, largest pods first, with for
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains.
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
 before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
-first two orders is restarted in others, many short searches where a long one spent its steps under one early
-choice.
+first two orders is tried with gangs bound to nothing as parts, then restarted in other orders, many short
+searches where a long one spent its steps under one early choice.
 Earlier gangs move only when this admits the new gang, and never when it fits as they are. Step budgets bound the
 work.
 """
@@ -43,15 +43,23 @@ REPAIR_KEEP_BREAKS = 2
 REPAIR_KEEP_RUN_STEPS = 50_000
 """Steps of all those searches of one run that find nothing."""
 EXACT_STEPS = 400_000
-"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as one gang
-may take (``EXACT_GANG_STEPS``), since a tight region can need most of them and the run's budget bounds the worst
-case all the same. Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
-``EXACT_SHORT_RESTARTS``) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, then restarts in
-orders of their own (a depth-first search can spend any budget under one wrong early choice, and orders fail on
-different regions): where gangs are given whole domains first, each gang's old domain first, then the plain order;
-elsewhere units fewest free GPUs first, then most free first."""
+"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as one gang may
+take (``EXACT_GANG_STEPS``), since a tight region can need most of them and the run's budget bounds the worst case
+all the same. Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
+``EXACT_SHORT_RESTARTS``) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, ``EXACT_WIDE_STEPS``
+to the first order with gangs bound to nothing as parts, then restarts in orders of their own (a depth-first search
+can spend any budget under one wrong early choice, and orders fail on different regions): where gangs are given
+whole domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first,
+then most free first."""
 EXACT_SECOND_STEPS = 50_000
 """Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the gang's share."""
+EXACT_WIDE_STEPS = 100_000
+"""Steps of the search in the first order with gangs bound to nothing as parts (``wide`` in
+:class:`ExactRepack`), after the second order and before the restarts, where such gangs make parts: a pool of
+23 gangs, eleven of them one pod bound to nothing, ran out of 1,000,000 steps in both plain orders and is
+admitted so in 94,192, which restarts of Luby's lengths never reach."""
+WIDE = -1
+"""The seed that marks that search among the tries."""
 EXACT_RESTART_STEPS = 1_000
 """Steps of the shortest restart: the n-th restart's search takes this times the n-th term of Luby's sequence
 (1, 1, 2, 1, 1, 2, 4, ...), each in an order of its own (``shuffle`` in :class:`ExactRepack`). A depth-first
@@ -456,7 +464,8 @@ class Repairer(Fitter):
                 tries.append((False, False, EXACT_QUICK_STEPS, before, 0, "short"))
             tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "short") for seed, n in first]
         else:
-            tries = [(False, False, EXACT_STEPS // 2, before, 0, ""), (False, False, EXACT_SECOND_STEPS, None, 0, "")]
+            tries = [(False, False, EXACT_STEPS // 2, before, 0, ""), (False, False, EXACT_SECOND_STEPS, None, 0, ""),
+                     (False, False, EXACT_WIDE_STEPS, None, WIDE, "")]
             tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in rest]
         refuted = rs.refuted
         for preferred, fluid, steps, old, seed, side in tries:
@@ -469,10 +478,16 @@ class Repairer(Fitter):
                 if seed and not side:
                     break  # the run's (or the gang's) steps are spent: no later try has any
                 continue
-            search = ExactRepack(tree, region, gs, budget, preferred, old,
-                                 most_free_first=old is None and not steered, fluid=fluid,
-                                 refuted=None if preferred or fluid else refuted, shuffle=seed)
-            if old is None and seed and not preferred and not search.whole_of:
+            if seed == WIDE:
+                # the first order with gangs bound to nothing as parts, only where that makes parts
+                search = ExactRepack(tree, region, gs, budget, wide=True)
+                if not search.whole_of:
+                    continue
+            else:
+                search = ExactRepack(tree, region, gs, budget, preferred, old,
+                                     most_free_first=old is None and not steered, fluid=fluid,
+                                     refuted=None if preferred or fluid else refuted, shuffle=seed)
+            if old is None and seed > 0 and not preferred and not search.whole_of:
                 # the restarts: gangs bound to nothing in more parts than a plain search takes, when alike parts make
                 # few ways to split them (the second order stays plain: as parts, a pool's search may need a hundred
                 # times its steps)
