@@ -77,15 +77,20 @@ interchangeable, so only how many of each kind go to each domain counts (eight p
 domains are 256 ways; thirty of one kind in three, 496)."""
 
 NODE_DEAD_ENDS = 16
+"""States a unit's node search proves infeasible before it starts counting the pods left (:class:`_PodsLeft`)."""
 SUMS_SLACK = 8
 """Free GPUs not yet lost below which the units left are bounded by subset sums (``ExactRepack._sums_fit``) too,
 and bounded before a unit's node search rather than after: with more to spare the sums seldom refuse anything
 (on a fragmented development seed, 1 in 270 such calls against 1 in 12 below), and the bound would cost more
 than the node searches it saves."""
-"""States a unit's node search proves infeasible before it starts counting the pods left (:class:`_PodsLeft`)."""
 
 LeafKey = tuple[int, int]
 """(gang index, group index) of a leaf group."""
+UnitKey = tuple[int, tuple[tuple[LeafKey, int], ...]]
+"""A unit and the leaf groups in it with their domains (sorted): the key of a unit's remembered answer."""
+FLUID = -1
+"""The unit of the entry, among a search's units, that holds the nodes of the pods :meth:`ExactRepack._fluid_keys`
+left out (leaf group and node, in place of leaf group and domain)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,11 +103,6 @@ class UnitsLeft:
     free: list[int]
     rem: dict[int, int]
     held: dict[int, int]
-UnitKey = tuple[int, tuple[tuple[LeafKey, int], ...]]
-"""A unit and the leaf groups in it with their domains (sorted): the key of a unit's remembered answer."""
-FLUID = -1
-"""The unit of the entry, among a search's units, that holds the nodes of the pods :meth:`ExactRepack._fluid_keys`
-left out (leaf group and node, in place of leaf group and domain)."""
 
 
 def _tolerated_by(gangs: Sequence[CompiledGang]) -> frozenset[int]:
@@ -899,7 +899,7 @@ class ExactRepack:
         fixed_in: dict[int, set[LeafKey]] = {}
         loose: dict[LeafKey, tuple[int, bool]] = {}
         for k in left:
-            strict = bool(self.usable) and self._strict(k)
+            strict = self._strict(k)
             # (every group against the most free GPUs of a unit is tested above)
             if strict and self.need[k] > most_at.get((self.unit_level, True), 0):
                 return False
