@@ -961,17 +961,13 @@ class ExactRepack:
         units, free, rem, held = units_left.units, units_left.free, units_left.rem, units_left.held
         clusters: dict[tuple[int, int, int], list[int]] = {}
         above: dict[LeafKey, tuple[int, int]] = {}  # per parent group, where its chain confines and binds a leaf
-        req, fixed, region = self.req, self.fixed, self.region
+        req, fixed = self.req, self.fixed
         for k in left:
             x, gi = k
             parent = self.gangs[x].groups[gi].parent
             got = above.get((x, parent))
             if got is None:
-                w = region
-                for a in self._chain(k)[1:]:
-                    d = fixed.get((x, a))
-                    if d is not None and level[d] > level[w]:
-                        w = d
+                w = self._within(k)  # a leaf left is not fixed: its ancestors' domains decide
                 top = -1
                 for a in self._chain(k)[1:]:
                     if req[(x, a)] > level[w] and (x, a) not in fixed:
