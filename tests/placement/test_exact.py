@@ -76,6 +76,9 @@ CASES = [
     ("varied", 11215, 191, "g00009 (eleven 2-GPU pods bound to nothing): the pool's second order, units most free "
                            "first, admits it in 19,810 steps; searched as parts (wide) instead, as it was, it ran out "
                            "of 3,000,000 (was 169)"),
+    ("varied", 11755, 262, "g00014 fills the pool (85 nodes, no GPU to spare): both long orders and the first order "
+                           "with one-pod gangs as parts ran out of steps, and so did every restart as parts; each "
+                           "restart's length searched plain as well, the 61st admits it in 3,033 steps (was 239)"),
     ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
                                "with late steps, admits it (465 when a spent share ended the gang's searches)"),
     ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "

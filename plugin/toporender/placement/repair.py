@@ -6,8 +6,8 @@ re-packed by a depth-first search over leaf groups, largest pods first, with for
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains.
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
 before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
-first two orders is tried with gangs bound to nothing as parts, then restarted in other orders, many short
-searches where a long one spent its steps under one early choice.
+first two orders is tried with gangs bound to nothing as parts, then restarted in other orders (each both as parts
+and plain), many short searches where a long one spent its steps under one early choice.
 Earlier gangs move only when this admits the new gang, and never when it fits as they are. Step budgets bound the
 work.
 """
@@ -58,15 +58,17 @@ EXACT_WIDE_STEPS = 100_000
 :class:`ExactRepack`), after the second order and before the restarts, where such gangs make parts: a pool of
 23 gangs, eleven of them one pod bound to nothing, ran out of 1,000,000 steps in both plain orders and is
 admitted so in 94,192, which restarts of Luby's lengths never reach."""
-WIDE = -1
-"""The seed that marks that search among the tries."""
 EXACT_RESTART_STEPS = 1_000
 """Steps of the shortest restart: the n-th restart's search takes this times the n-th term of Luby's sequence
 (1, 1, 2, 1, 1, 2, 4, ...), each in an order of its own (``shuffle`` in :class:`ExactRepack`). A depth-first
 search's steps to an arrangement vary by orders of magnitude with its first choices, so many short searches
 in different orders find what one long one misses, and any of them that ends within its steps proves as much as
 the long one. In a tight zone as few as 2 of 100 orders admit the gang, each in under 1,300 steps, while others
-run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long."""
+run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long. Where gangs
+bound to nothing make parts only as ``wide``, each length is searched so and then plain, in the same order: which
+of the two finds an arrangement sooner differs from pool to pool (a pool of 15 gangs with no GPU to spare: 1 of 60
+orders admits it as parts within 10,000 steps, 3 of 30 plain ones within 8,500, where restarts as parts alone left
+it out), and running both loses at most a factor of two to the better one."""
 EXACT_MAX_RESTARTS = 256
 """Restarts of one region's search at most."""
 EXACT_SHORT_RESTARTS = 16
@@ -450,25 +452,31 @@ class Repairer(Fitter):
         # one sequence of restarts: its first terms short, the rest after the two long orders
         restarts = list(enumerate(_luby(), 1))
         first, rest = restarts[:EXACT_SHORT_RESTARTS], restarts[EXACT_SHORT_RESTARTS:]
-        # (preferred, fluid, steps, old domains, restart seed, side budget charged if undecided: "" for none)
-        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, str]]
+        # (preferred, fluid, steps, old domains, restart seed, wide, side budget charged if undecided: "" for none)
+        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool, str]]
         if short:
-            tries = [(True, False, EXACT_PREFERRED_STEPS, before, 0, "")]
+            tries = [(True, False, EXACT_PREFERRED_STEPS, before, 0, False, "")]
             if self._late():
-                tries.append((False, False, EXACT_QUICK_STEPS, None, 0, ""))
+                tries.append((False, False, EXACT_QUICK_STEPS, None, 0, False, ""))
             if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
                 # the fluid search proves nothing: a short search only as required first, which ends most searches
-                tries += [(False, False, EXACT_QUICK_STEPS, before, 0, "fluid"),
-                          (False, True, EXACT_FLUID_STEPS, before, 0, "fluid")]
+                tries += [(False, False, EXACT_QUICK_STEPS, before, 0, False, "fluid"),
+                          (False, True, EXACT_FLUID_STEPS, before, 0, False, "fluid")]
             else:
-                tries.append((False, False, EXACT_QUICK_STEPS, before, 0, "short"))
-            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "short") for seed, n in first]
+                tries.append((False, False, EXACT_QUICK_STEPS, before, 0, False, "short"))
+            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, wide, "short")
+                      for seed, n in first for wide in (True, False)]
         else:
-            tries = [(False, False, EXACT_STEPS // 2, before, 0, ""), (False, False, EXACT_SECOND_STEPS, None, 0, ""),
-                     (False, False, EXACT_WIDE_STEPS, None, WIDE, "")]
-            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, "") for seed, n in rest]
+            tries = [(False, False, EXACT_STEPS // 2, before, 0, False, ""),
+                     (False, False, EXACT_SECOND_STEPS, None, 0, False, ""),
+                     (False, False, EXACT_WIDE_STEPS, None, 0, True, "")]
+            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, wide, "")
+                      for seed, n in rest for wide in (True, False)]
+        # whether gangs bound to nothing make parts as ``wide``, and a plain search makes none: then each restart's
+        # length is searched both ways (worked out at the first such try)
+        ways: tuple[bool, bool] | None = None
         refuted = rs.refuted
-        for preferred, fluid, steps, old, seed, side in tries:
+        for preferred, fluid, steps, old, seed, wide, side in tries:
             late = self._late()
             left = (min(rs.late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                     else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
@@ -478,22 +486,20 @@ class Repairer(Fitter):
                 if seed and not side:
                     break  # the run's (or the gang's) steps are spent: no later try has any
                 continue
-            if seed == WIDE:
-                # the first order with gangs bound to nothing as parts, only where that makes parts
-                search = ExactRepack(tree, region, gs, budget, wide=True)
-                if not search.whole_of:
+            if wide:
+                # gangs bound to nothing as parts, only where that makes parts (and, for a restart, where a plain
+                # search makes none: the second order stays plain, as parts a pool's search may need a hundred times
+                # its steps)
+                if ways is None:
+                    made = bool(ExactRepack(tree, region, gs, 0, wide=True).whole_of)
+                    ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
+                if not ways[0] or (seed and not ways[1]):
                     continue
+                search = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
             else:
                 search = ExactRepack(tree, region, gs, budget, preferred, old,
                                      most_free_first=old is None and not steered, fluid=fluid,
                                      refuted=None if preferred or fluid else refuted, shuffle=seed)
-            if old is None and seed > 0 and not preferred and not search.whole_of:
-                # the restarts: gangs bound to nothing in more parts than a plain search takes, when alike parts make
-                # few ways to split them (the second order stays plain: as parts, a pool's search may need a hundred
-                # times its steps)
-                wide = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
-                if wide.whole_of:
-                    search = wide
             if not preferred and not fluid and old is not None:
                 steered = search.steers
             found = search.solve()
