@@ -58,13 +58,16 @@ EXACT_WIDE_STEPS = 100_000
 :class:`ExactRepack`), after the second order and before the restarts, where such gangs make parts: a pool of
 23 gangs, eleven of them one pod bound to nothing, ran out of 1,000,000 steps in both plain orders and is
 admitted so in 94,192, which restarts of Luby's lengths never reach."""
-EXACT_RESTART_STEPS = 1_000
+EXACT_RESTART_STEPS = 1_500
 """Steps of the shortest restart: the n-th restart's search takes this times the n-th term of Luby's sequence
 (1, 1, 2, 1, 1, 2, 4, ...), each in an order of its own (``shuffle`` in :class:`ExactRepack`). A depth-first
 search's steps to an arrangement vary by orders of magnitude with its first choices, so many short searches
 in different orders find what one long one misses, and any of them that ends within its steps proves as much as
 the long one. In a tight zone as few as 2 of 100 orders admit the gang, each in under 1,300 steps, while others
-run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long. Where gangs
+run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long. Not shorter:
+in a zone of 10 gangs where 9 of 200 orders admit the gang, the fastest needs 1,335 steps and ran at the 42nd
+restart, a term of 1 (4 of 200 need 1,335-3,203); with 1,000 its 470,000 steps of restarts found none, with 1,500
+the 42nd admits it (2,000 missed a pool that 1,500 admits). Where gangs
 bound to nothing make parts only as ``wide``, each length is searched so and then plain, in the same order: which
 of the two finds an arrangement sooner differs from pool to pool (a pool of 15 gangs with no GPU to spare: 1 of 60
 orders admits it as parts within 10,000 steps, 3 of 30 plain ones within 8,500, where restarts as parts alone left
@@ -73,10 +76,10 @@ EXACT_MAX_RESTARTS = 256
 """Restarts of one region's search at most."""
 EXACT_SHORT_RESTARTS = 16
 """Restarts of one region's search that come before its first order's long search (the first terms of the
-sequence, 33,000 steps in all, within ``EXACT_SHORT_RUN_STEPS``); the others come after the second order. A
-region whose first order needs more than 200,000 steps often has an order that needs a few hundred, and a gang
-that the first order cannot admit would otherwise take the run's steps from the gangs after it. Every region's
-short searches come before any region's long ones (``Repairer._exact_after``)."""
+sequence, 33 times ``EXACT_RESTART_STEPS`` in all, within ``EXACT_SHORT_RUN_STEPS``); the others come after the
+second order. A region whose first order needs more than 200,000 steps often has an order that needs a few
+hundred, and a gang that the first order cannot admit would otherwise take the run's steps from the gangs after
+it. Every region's short searches come before any region's long ones (``Repairer._exact_after``)."""
 EXACT_SHORT_RUN_STEPS = 100_000
 """Steps of all short searches (short restarts, and the short search in the first order where no fluid one
 follows) of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS`` like the fluid searches'."""
