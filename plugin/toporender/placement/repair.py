@@ -67,11 +67,11 @@ the long one. In a tight zone as few as 2 of 100 orders admit the gang, each in 
 run out of 10,000: so the restarts are many and short, and Luby's sequence makes some of them long. Not shorter:
 in a zone of 10 gangs where 9 of 200 orders admit the gang, the fastest needs 1,335 steps and ran at the 42nd
 restart, a term of 1 (4 of 200 need 1,335-3,203); with 1,000 its 470,000 steps of restarts found none, with 1,500
-the 42nd admits it (2,000 missed a pool that 1,500 admits). Where gangs
-bound to nothing make parts only as ``wide``, each length is searched so and then plain, in the same order: which
-of the two finds an arrangement sooner differs from pool to pool (a pool of 15 gangs with no GPU to spare: 1 of 60
-orders admits it as parts within 10,000 steps, 3 of 30 plain ones within 8,500, where restarts as parts alone left
-it out), and running both loses at most a factor of two to the better one."""
+the 42nd admits it (2,000 missed a pool that 1,500 admits). Where gangs bound to nothing make parts only as
+``wide``, each length is searched so and then plain, in the same order: which of the two finds an arrangement
+sooner differs from pool to pool (a pool of 15 gangs with no GPU to spare: 1 of 60 orders admits it as parts
+within 10,000 steps, 3 of 30 plain ones within 8,500, where restarts as parts alone left it out), and running
+both loses at most a factor of two to the better one."""
 EXACT_MAX_RESTARTS = 256
 """Restarts of one region's search at most."""
 EXACT_SHORT_RESTARTS = 16
@@ -490,9 +490,8 @@ class Repairer(Fitter):
                     break  # the run's (or the gang's) steps are spent: no later try has any
                 continue
             if wide:
-                # gangs bound to nothing as parts, only where that makes parts (and, for a restart, where a plain
-                # search makes none: the second order stays plain, as parts a pool's search may need a hundred times
-                # its steps)
+                # gangs bound to nothing as parts, only where that makes parts; for a restart, only where a plain
+                # search makes none (a plain one with parts is the restart's one form)
                 if ways is None:
                     made = bool(ExactRepack(tree, region, gs, 0, wide=True).whole_of)
                     ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
