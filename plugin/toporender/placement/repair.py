@@ -448,11 +448,11 @@ class Repairer(Fitter):
         # short: each gang inside one domain of its preferred level first (fewest domains), then only as required:
         # a short search (where one-GPU pods bind nothing, followed by one giving those pods nodes last, fluid),
         # then short restarts. Long: old domains first for half the steps, then in the plain order; where old
-        # domains order no choice, units fewest free GPUs first for half the steps, then most free first; then
-        # long restarts. Once the run's steps are spent, a short search with units most free first comes right
-        # after the first try
+        # domains order no choice, units fewest free GPUs first for half the steps, then most free first; then the
+        # first order with gangs bound to nothing as parts, then long restarts. Once the run's steps are spent, a
+        # short search with units most free first comes right after the first try
         steered = False
-        # one sequence of restarts: its first terms short, the rest after the two long orders
+        # one sequence of restarts: its first terms short, the rest after the long searches
         restarts = list(enumerate(_luby(), 1))
         first, rest = restarts[:EXACT_SHORT_RESTARTS], restarts[EXACT_SHORT_RESTARTS:]
         # (preferred, fluid, steps, old domains, restart seed, wide, side budget charged if undecided: "" for none)
