@@ -7,6 +7,7 @@ of the packer's code: they work on the inventory and the gang demands directly.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -425,10 +426,40 @@ def _feasible(h: Any) -> bool | None:
         h.run()
         status = h.getModelStatus()
     if status == highspy.HighsModelStatus.kOptimal:
-        return True
+        if witness_holds(h.getLp(), h.getSolution().col_value):
+            return True
+        print("HiGHS: a feasible verdict whose rounded solution breaks the model", file=sys.stderr)
+        return None
     if status == highspy.HighsModelStatus.kInfeasible:
         return False
     return None
+
+
+def witness_holds(lp: Any, values: Sequence[float]) -> bool:
+    """Whether ``values``, rounded to integers, satisfy every bound and row of ``lp`` exactly.
+
+    Every variable of the oracle's models is an integer and every coefficient and bound a whole number, so a
+    feasible verdict is only trusted once its solution, rounded, checks in integer arithmetic: a verdict that
+    leans on the solver's tolerances would make the optimum place more than can be placed."""
+    import highspy
+
+    if len(values) != lp.num_col_:
+        return False
+    xs = [round(v) for v in values]
+    if any(abs(v - x) > 1e-6 for v, x in zip(values, xs, strict=True)):
+        return False
+    if any(not lo <= x <= hi for x, lo, hi in zip(xs, lp.col_lower_, lp.col_upper_, strict=True)):
+        return False
+    a = lp.a_matrix_
+    act = [0] * lp.num_row_
+    if a.format_ == highspy.MatrixFormat.kColwise:
+        for c in range(lp.num_col_):
+            for k in range(a.start_[c], a.start_[c + 1]):
+                act[a.index_[k]] += round(a.value_[k]) * xs[c]
+    else:
+        for r in range(lp.num_row_):
+            act[r] = sum(round(a.value_[k]) * xs[a.index_[k]] for k in range(a.start_[r], a.start_[r + 1]))
+    return all(lo <= x <= hi for x, lo, hi in zip(act, lp.row_lower_, lp.row_upper_, strict=True))
 
 
 def rack_model_applies(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand]) -> bool:

@@ -49,6 +49,33 @@ def test_oracle_agrees_with_node_level_model_on_a_tiny_case() -> None:
             inst.inventory, LEVELS, inst.gangs[:k])
 
 
+def _one_of_two() -> object:
+    """x + y = 1 over two binaries, as the oracle's models write a domain choice."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    for c in range(2):
+        h.addVar(0, 1)
+        h.changeColIntegrality(c, highspy.HighsVarType.kInteger)
+    h.addRow(1, 1, 2, [0, 1], [1.0, 1.0])
+    return h.getLp()
+
+
+@pytest.mark.parametrize(("values", "holds"), [
+    ([1.0, 0.0], True),
+    ([1e-9, 0.999999999], True),  # within the solver's tolerance of a whole solution that checks
+    ([0.5, 0.5], False),  # fractional: the row holds only before rounding
+    ([1.0, 1.0], False),  # the row broken
+    ([2.0, -1.0], False),  # the row holds, the bounds do not
+    ([1.0], False),  # not a solution of this model
+])
+def test_a_feasible_verdict_is_checked_in_whole_numbers(values: list[float], holds: bool) -> None:
+    from instances import witness_holds
+
+    assert witness_holds(_one_of_two(), values) is holds
+
+
 def test_exact_repair_admits_what_the_bounded_search_missed() -> None:
     """Mixed-family tuning seed 2022: 38 nodes of 8 GPUs (some 4), gangs of clique- and rack-bound subgroups.
     The bounded repair placed 182 GPUs; re-packing the pool exactly admits a 32-GPU gang (the optimum, 214)."""
