@@ -156,6 +156,9 @@ class RegionSearch:
     """Sets of groups left that failed from some unit on, shared by the region's searches."""
     proven: bool = False
     """Whether a search ended within its steps without an arrangement: no other search of it can find one."""
+    ways: tuple[bool, bool] | None = None
+    """Whether gangs bound to nothing make parts in a wide search, and a plain one makes none (worked out at the
+    first wide try of either part: it depends on the gangs and the region's domains, not on what is free)."""
 
 
 def _luby() -> Iterator[int]:
@@ -475,9 +478,7 @@ class Repairer(Fitter):
                      (False, False, EXACT_WIDE_STEPS, None, 0, True, "")]
             tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, wide, "")
                       for seed, n in rest for wide in (True, False)]
-        # whether gangs bound to nothing make parts as ``wide``, and a plain search makes none: then each restart's
-        # length is searched both ways (worked out at the first such try)
-        ways: tuple[bool, bool] | None = None
+        # where a wide search makes parts and a plain one none, each restart's length is searched both ways
         refuted = rs.refuted
         for preferred, fluid, steps, old, seed, wide, side in tries:
             late = self._late()
@@ -492,10 +493,10 @@ class Repairer(Fitter):
             if wide:
                 # gangs bound to nothing as parts, only where that makes parts; for a restart, only where a plain
                 # search makes none (a plain one with parts is the restart's one form)
-                if ways is None:
+                if rs.ways is None:
                     made = bool(ExactRepack(tree, region, gs, 0, wide=True).whole_of)
-                    ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
-                if not ways[0] or (seed and not ways[1]):
+                    rs.ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
+                if not rs.ways[0] or (seed and not rs.ways[1]):
                     continue
                 search = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
             else:
