@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from toporender.placement import repair
@@ -71,9 +73,17 @@ def _one_of_two() -> object:
     ([1.0], False),  # not a solution of this model
 ])
 def test_a_feasible_verdict_is_checked_in_whole_numbers(values: list[float], holds: bool) -> None:
+    import highspy
     from instances import witness_holds
 
-    assert witness_holds(_one_of_two(), values) is holds
+    lp = _one_of_two()
+    assert witness_holds(lp, values) is holds
+    # the same model with its matrix stored by rows, the other layout HiGHS keeps
+    by_rows = SimpleNamespace(
+        num_col_=2, num_row_=1, col_lower_=[0, 0], col_upper_=[1, 1], row_lower_=[1], row_upper_=[1],
+        a_matrix_=SimpleNamespace(format_=highspy.MatrixFormat.kRowwise, start_=[0, 2], index_=[0, 1],
+                                  value_=[1.0, 1.0]))
+    assert witness_holds(by_rows, values) is holds
 
 
 def test_exact_repair_admits_what_the_bounded_search_missed() -> None:
