@@ -451,14 +451,12 @@ def witness_holds(lp: Any, values: Sequence[float]) -> bool:
     if any(not lo <= x <= hi for x, lo, hi in zip(xs, lp.col_lower_, lp.col_upper_, strict=True)):
         return False
     a = lp.a_matrix_
+    by_cols = a.format_ == highspy.MatrixFormat.kColwise
     act = [0] * lp.num_row_
-    if a.format_ == highspy.MatrixFormat.kColwise:
-        for c in range(lp.num_col_):
-            for k in range(a.start_[c], a.start_[c + 1]):
-                act[a.index_[k]] += round(a.value_[k]) * xs[c]
-    else:
-        for r in range(lp.num_row_):
-            act[r] = sum(round(a.value_[k]) * xs[a.index_[k]] for k in range(a.start_[r], a.start_[r + 1]))
+    for j in range(len(a.start_) - 1):  # a column, or a row where the matrix is kept by rows
+        for k in range(a.start_[j], a.start_[j + 1]):
+            r, c = (a.index_[k], j) if by_cols else (j, a.index_[k])
+            act[r] += round(a.value_[k]) * xs[c]
     return all(lo <= x <= hi for x, lo, hi in zip(act, lp.row_lower_, lp.row_upper_, strict=True))
 
 
