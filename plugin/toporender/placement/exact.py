@@ -200,6 +200,8 @@ class ExactRepack:
                 self.extra[d] = self.extra.get(d, 0) + tree.node_free[n]
         self._pods_apart()
         self.chain_memo: dict[LeafKey, tuple[int, ...]] = {}
+        self.strict_memo: dict[LeafKey, bool] = {}
+        self.bound_at_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.bound_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.budget = budget
         self.steps = 0
@@ -550,11 +552,13 @@ class ExactRepack:
 
     def _within(self, key: LeafKey) -> int:
         """The finest domain the leaf group is already confined to: its ancestors' fixed domains, or the region."""
-        tree = self.tree
+        level = self.tree.dom_level
+        fixed = self.fixed
         w = self.region
+        gang = key[0]
         for gi in self._chain(key):
-            d = self.fixed.get((key[0], gi))
-            if d is not None and tree.dom_level[d] > tree.dom_level[w]:
+            d = fixed.get((gang, gi))
+            if d is not None and level[d] > level[w]:
                 w = d
         return w
 
@@ -646,6 +650,7 @@ class ExactRepack:
             # per pod size, the GPUs of the members' pods of at least that size against what the unit's nodes
             # offer in whole multiples of it (all usable nodes; untainted ones for groups kept off tainted nodes)
             vec = self.size_load
+            anc = tree.dom_anc
             caps = self._unit_caps(u)
             taken = [0] * len(caps)
             left_set = frozenset(left)
@@ -683,8 +688,9 @@ class ExactRepack:
                                 return True
                         for i, g in enumerate(ge):
                             taken[i] -= g
-                    if not any(self._free(v) >= n and self._allowed(k, v) for v in later):
-                        return False
+                    w = self._within(k)
+                    if not any(self._free(v) >= n and (w in anc[v] or v in anc[w]) for v in later):
+                        return False  # no later unit may take k (the test of _allowed, its ancestors fixed as now)
                     # leave out k and every group of its shape after it: taking the first few is enough
                     j += 1
                     while j < len(cands) and shape[cands[j]] == shape[k]:
@@ -1057,34 +1063,52 @@ class ExactRepack:
     def _put(self, key: LeafKey, d: int) -> list[LeafKey]:
         """Place the group in domain ``d``: fix the domains of its ancestor groups not fixed yet (returned)."""
         tree = self.tree
-        gang = key[0]
+        fixed = self.fixed
         fixes = []
-        for gi in self._chain(key):
-            r = self.req[(gang, gi)]
-            if r >= 0 and (gang, gi) not in self.fixed and r >= self.rlvl:
-                self.fixed[(gang, gi)] = tree.dom_anc[d][min(r, tree.dom_level[d]) + 1]
-                fixes.append((gang, gi))
+        anc = tree.dom_anc[d]
+        for g, r in self._bound_at(key):
+            if g not in fixed:
+                fixed[g] = anc[min(r, tree.dom_level[d]) + 1]
+                fixes.append(g)
         need = self.need[key]
-        strict = self._strict(key)
-        for a in tree.dom_anc[d]:
-            self.load[a] = self.load.get(a, 0) + need
-            if strict:
-                self.strict_load[a] = self.strict_load.get(a, 0) + need
+        load = self.load
+        for a in anc:
+            load[a] = load.get(a, 0) + need
+        if self._strict(key):
+            strict_load = self.strict_load
+            for a in anc:
+                strict_load[a] = strict_load.get(a, 0) + need
         return fixes
+
+    def _bound_at(self, key: LeafKey) -> tuple[tuple[LeafKey, int], ...]:
+        """The leaf group and its ancestors bound to a level no coarser than the region's, with their levels,
+        leaf first: the groups a placement of the leaf fixes."""
+        got = self.bound_at_memo.get((key, self.rlvl))
+        if got is None:
+            got = self.bound_at_memo[(key, self.rlvl)] = tuple(
+                ((key[0], gi), r) for gi in self._chain(key) if (r := self.req[(key[0], gi)]) >= 0 and r >= self.rlvl)
+        return got
 
     def _unput(self, key: LeafKey, d: int, fixes: list[LeafKey]) -> None:
         need = self.need[key]
-        strict = self._strict(key)
-        for a in self.tree.dom_anc[d]:
-            self.load[a] -= need
-            if strict:
-                self.strict_load[a] -= need
+        anc = self.tree.dom_anc[d]
+        load = self.load
+        for a in anc:
+            load[a] -= need
+        if self._strict(key):
+            strict_load = self.strict_load
+            for a in anc:
+                strict_load[a] -= need
+        fixed = self.fixed
         for k in fixes:
-            del self.fixed[k]
+            del fixed[k]
 
     def _strict(self, key: LeafKey) -> bool:
         """Whether the group may use no tainted node while another group of the search may."""
-        return bool(self.usable) and not self.gangs[key[0]].groups[key[1]].tol
+        got = self.strict_memo.get(key)
+        if got is None:
+            got = self.strict_memo[key] = bool(self.usable) and not self.gangs[key[0]].groups[key[1]].tol
+        return got
 
     def _was(self, gang: int, lvl: int) -> int:
         """The level-``lvl`` domain of the gang's first pod before the search, or -1.
