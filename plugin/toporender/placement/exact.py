@@ -547,7 +547,7 @@ class ExactRepack:
         got = self.bound_memo.get((key, self.rlvl))
         if got is None:
             got = self.bound_memo[(key, self.rlvl)] = tuple(
-                ((key[0], gi), r) for gi in self._chain(key)[1:] if (r := self.req[(key[0], gi)]) > self.rlvl)
+                (g, r) for g, r in self._bound_at(key) if g != key and r > self.rlvl)
         return got
 
     def _within(self, key: LeafKey) -> int:
@@ -688,9 +688,10 @@ class ExactRepack:
                                 return True
                         for i, g in enumerate(ge):
                             taken[i] -= g
+                    # no later unit may take k: _allowed(k, v) for each, k's confining domain worked out once
                     w = self._within(k)
                     if not any(self._free(v) >= n and (w in anc[v] or v in anc[w]) for v in later):
-                        return False  # no later unit may take k (the test of _allowed, its ancestors fixed as now)
+                        return False
                     # leave out k and every group of its shape after it: taking the first few is enough
                     j += 1
                     while j < len(cands) and shape[cands[j]] == shape[k]:
