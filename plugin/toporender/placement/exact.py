@@ -650,7 +650,6 @@ class ExactRepack:
             # per pod size, the GPUs of the members' pods of at least that size against what the unit's nodes
             # offer in whole multiples of it (all usable nodes; untainted ones for groups kept off tainted nodes)
             vec = self.size_load
-            anc = tree.dom_anc
             caps = self._unit_caps(u)
             taken = [0] * len(caps)
             left_set = frozenset(left)
@@ -688,9 +687,9 @@ class ExactRepack:
                                 return True
                         for i, g in enumerate(ge):
                             taken[i] -= g
-                    # no later unit may take k: _allowed(k, v) for each, k's confining domain worked out once
+                    # no later unit may take k (k's confining domain worked out once, not per unit)
                     w = self._within(k)
-                    if not any(self._free(v) >= n and (w in anc[v] or v in anc[w]) for v in later):
+                    if not any(self._free(v) >= n and self._nests(w, v) for v in later):
                         return False
                     # leave out k and every group of its shape after it: taking the first few is enough
                     j += 1
@@ -962,7 +961,6 @@ class ExactRepack:
         the last rack of a zone must take the zone-bound groups left and make up the rest in 4-GPU pods, a sum
         they cannot make: the search then filled the racks before it in thousands of ways, each found wanting
         one unit later. A zone with no GPU to spare that ran out of 300,000 steps so is proven full in 9,034."""
-        anc = self.tree.dom_anc
         level = self.tree.dom_level
         ul = self.unit_level
         units, free, rem, held = units_left.units, units_left.free, units_left.rem, units_left.held
@@ -989,7 +987,7 @@ class ExactRepack:
         items: dict[tuple[int, int, tuple[tuple[int, int], ...], int], int] = {}
         for (x, top, w), needs in clusters.items():
             if w not in may:
-                may[w] = sum(1 << i for i, u in enumerate(units) if w in anc[u] or u in anc[w])
+                may[w] = sum(1 << i for i, u in enumerate(units) if self._nests(w, u))
             key = (req[(x, top)] if top >= 0 else ul, sum(needs), size_counts(needs), may[w])
             items[key] = items.get(key, 0) + 1
         most: dict[int, int] = {}  # per set of units, the most free GPUs of one
@@ -1027,7 +1025,11 @@ class ExactRepack:
 
     def _allowed(self, key: LeafKey, u: int) -> bool:
         """Whether the group may lie in unit ``u``, given where its ancestor groups are fixed."""
-        w = self._within(key)
+        return self._nests(self._within(key), u)
+
+    def _nests(self, w: int, u: int) -> bool:
+        """Whether domains ``w`` and ``u`` nest (one holds the other): a group confined to ``w`` may lie in unit
+        ``u`` only then."""
         anc = self.tree.dom_anc
         return w in anc[u] or u in anc[w]
 
