@@ -60,7 +60,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from toporender.placement.compiled import CompiledGang, Group, search_over, size_counts, tolerated
 from toporender.placement.tree import Tree
@@ -205,6 +205,9 @@ class ExactRepack:
         self.bound_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.budget = budget
         self.steps = 0
+        self.pause: Callable[[], None] | None = None
+        """Called when the steps exceed the budget, if set: it returns once the budget is raised (a search run by
+        :class:`~toporender.placement.resumable.ResumableSearch`), else the search stops with :class:`OutOfSteps`."""
         self.leaves: list[LeafKey] = [(g.idx, gi) for g in self.gangs.values() for gi, grp in enumerate(g.groups)
                                       if grp.pods]
         rlvl = tree.dom_level[region]
@@ -526,8 +529,10 @@ class ExactRepack:
 
     def _step(self, n: int = 1) -> None:
         self.steps += n
-        if self.steps > self.budget:
-            raise OutOfSteps
+        while self.steps > self.budget:
+            if self.pause is None:
+                raise OutOfSteps
+            self.pause()
 
     def _chain(self, key: LeafKey) -> tuple[int, ...]:
         """The group and its ancestors (indices), leaf first."""
