@@ -67,7 +67,7 @@ def _one_run(depth: int, target: int | None, budget: int) -> tuple[_Walk, int | 
 def test_slices_give_what_one_run_with_their_sum_gives(depth: int, target: int | None, slices: list[int]) -> None:
     whole, found = _one_run(depth, target, sum(slices))
     walk = _Walk(depth, target)
-    runner = ResumableSearch(walk, walk.solve, _Out)
+    runner = ResumableSearch(walk, _Out)
     ended = False
     for more in slices:
         ended = runner.run(more)
@@ -83,7 +83,7 @@ def test_slices_give_what_one_run_with_their_sum_gives(depth: int, target: int |
 def test_a_paused_search_closed_unwinds_and_its_thread_ends() -> None:
     before = threading.active_count()
     walk = _Walk(12, None)
-    runner = ResumableSearch(walk, walk.solve, _Out)
+    runner = ResumableSearch(walk, _Out)
     assert runner.run(40) is False
     assert threading.active_count() == before + 1
     assert walk.unwound < 40
@@ -97,7 +97,7 @@ def test_a_paused_search_closed_unwinds_and_its_thread_ends() -> None:
 
 def test_an_error_in_the_search_reaches_the_caller() -> None:
     walk = _Walk(6, None, fail_at=25)
-    runner = ResumableSearch(walk, walk.solve, _Out)
+    runner = ResumableSearch(walk, _Out)
     assert runner.run(10) is False
     with pytest.raises(ValueError, match="broken search"):
         runner.run(100)
@@ -109,7 +109,7 @@ def test_an_error_in_the_search_reaches_the_caller() -> None:
 def test_nothing_is_left_to_the_cyclic_collector(resumed: bool) -> None:
     def run() -> None:
         walk = _Walk(8, 0b1_0101_0101)
-        runner = ResumableSearch(walk, walk.solve, _Out)
+        runner = ResumableSearch(walk, _Out)
         runner.run(20)
         if resumed:
             runner.run(10_000)

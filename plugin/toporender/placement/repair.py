@@ -524,7 +524,7 @@ class Repairer(Fitter):
                 if not preferred and not fluid and old is not None:
                     steered = search.steers
                 if not short and not ti and not late and budget == steps:
-                    paused = ResumableSearch(search, search.solve, OutOfSteps)
+                    paused = ResumableSearch(search, OutOfSteps)
                     ended = paused.run(budget)
                     found, proven = paused.found, ended and paused.found is None
                     if ended:
@@ -569,16 +569,13 @@ class Repairer(Fitter):
         side budget for it, then closed: what it found, and whether it has proven that nothing is there to find.
         Steps that end without an answer are charged to that budget, as the other side searches' are."""
         left = SIDE_RUN_STEPS["resume"] - self.side_spent["resume"]
-        if left <= 0:
-            paused.close()
-            return None, False
         steps = paused.search.steps
         try:
-            ended = paused.run(min(EXACT_RESUME_STEPS, left))
+            ended = left > 0 and paused.run(min(EXACT_RESUME_STEPS, left))
         finally:
             paused.close()
         spent = paused.search.steps - steps
-        if ended or paused.found is not None:
+        if ended:
             self.exact_spent += spent
             self.gang_exact_spent += spent
         else:

@@ -14,29 +14,31 @@ from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
-class Steps(Protocol):
-    """What :class:`ResumableSearch` reads and sets on a search: its steps taken and its step budget, and the
-    hook it calls when the steps exceed the budget (which returns once the budget is raised, or raises the
-    search's own out-of-steps exception to unwind it)."""
+class Steps(Protocol[T_co]):
+    """What :class:`ResumableSearch` reads and sets on a search: its steps taken and its step budget, the hook
+    it calls when the steps exceed the budget (which returns once the budget is raised, or raises the search's
+    own out-of-steps exception to unwind it), and the search itself."""
 
     steps: int
     budget: int
     pause: Callable[[], None] | None
 
+    def solve(self) -> T_co | None: ...
+
 
 class ResumableSearch(Generic[T]):
-    """``solve`` run on ``search`` in a thread of its own, step budget by step budget.
+    """``search.solve`` run in a thread of its own, step budget by step budget.
 
     A search that is closed while paused unwinds by ``out``, the exception it raises itself when its steps run
     out, so ``solve`` must catch that and return None, as it does for a search that is not resumed.
     """
 
-    def __init__(self, search: Steps, solve: Callable[[], T | None], out: type[Exception]):
+    def __init__(self, search: Steps[T], out: type[Exception]):
         self.search = search
         self.out = out
-        self.solve = solve
         self.done = False
         """Whether ``solve`` has returned: an answer, or the proof that there is none."""
         self.found: T | None = None
@@ -86,7 +88,7 @@ class ResumableSearch(Generic[T]):
         self._to_search.acquire()
         try:
             if not self._closing:
-                self.found = self.solve()
+                self.found = self.search.solve()
         except BaseException as exc:  # handed to the caller, which raises it in its own thread
             self.error = exc
         finally:
