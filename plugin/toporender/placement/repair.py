@@ -53,11 +53,15 @@ can spend any budget under one wrong early choice, and orders fail on different 
 whole domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first,
 then most free first."""
 EXACT_RESUME_STEPS = 100_000
-"""Steps more for the first long order where it ran out of its own, once the gang's share (or the run's steps) is
-spent and before the late searches: it goes on where it stopped (see :mod:`toporender.placement.resumable`)
-rather than starting again, so these steps explore only new ground. The first long order of a pool of 15 gangs
-needs 296,251 steps to admit a gang whose other orders and restarts find nothing in the rest of its share; taken
-from the share instead, the restarts' last 100,000 steps, they left out a gang that the 61st restart admits."""
+"""Steps more for each of the first two long orders where it ran out of its own, once the gang's share (or the
+run's steps) is spent and before the late searches: it goes on where it stopped (see
+:mod:`toporender.placement.resumable`) rather than starting again, so these steps explore only new ground. The
+first long order of a pool of 15 gangs needs 296,251 steps to admit a gang whose other orders and restarts find
+nothing in the rest of its share, and the second order of a pool of 12 gangs 77,898; taken from the share
+instead, the restarts' last 100,000 steps, they left out a gang that the 61st restart admits."""
+RESUMED_ORDERS = 2
+"""The long orders that are resumed where they ran out: the first and the second. The wide order and the restarts
+are not: restarts are short by design, and two resumes that find nothing spend ``EXACT_RESUME_RUN_STEPS``."""
 EXACT_RESUME_RUN_STEPS = 200_000
 """Steps of all those resumed searches of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS``,
 so that where they fail the other searches have the steps they had without them."""
@@ -463,7 +467,7 @@ class Repairer(Fitter):
         # then short restarts. Long: old domains first for half the steps, then in the plain order; where old
         # domains order no choice, units fewest free GPUs first for half the steps, then most free first; then the
         # first order with gangs bound to nothing as parts, then long restarts; once the gang's share is spent, the
-        # first order resumed where it ran out (EXACT_RESUME_STEPS). Once the run's steps are spent, a
+        # first two orders resumed where they ran out (EXACT_RESUME_STEPS). Once the run's steps are spent, a
         # short search with units most free first comes right after the first try
         steered = False
         # one sequence of restarts: its first terms short, the rest after the long searches
@@ -491,15 +495,14 @@ class Repairer(Fitter):
                       for seed, n in rest for wide in (True, False)]
         # where a wide search makes parts and a plain one none, each restart's length is searched both ways
         refuted = rs.refuted
-        paused: ResumableSearch[dict[int, dict[int, int]]] | None = None
+        paused: list[ResumableSearch[dict[int, dict[int, int]]]] = []
         try:
             for ti, (preferred, fluid, steps, old, seed, wide, side) in enumerate(tries):
                 late = self._late()
                 left = (min(rs.late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                         else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
-                if paused is not None and late:
+                if paused and late:
                     found, proven = self._resume(paused)
-                    paused = None
                     if found is not None or proven:
                         break
                 side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
@@ -523,12 +526,12 @@ class Repairer(Fitter):
                                          refuted=None if preferred or fluid else refuted, shuffle=seed)
                 if not preferred and not fluid and old is not None:
                     steered = search.steers
-                if not short and not ti and not late and budget == steps:
-                    paused = ResumableSearch(search, OutOfSteps)
-                    ended = paused.run(budget)
-                    found, proven = paused.found, ended and paused.found is None
-                    if ended:
-                        paused = None
+                if not short and ti < RESUMED_ORDERS and not late and budget == steps:
+                    resumable = ResumableSearch(search, OutOfSteps)
+                    ended = resumable.run(budget)
+                    found, proven = resumable.found, ended and resumable.found is None
+                    if not ended:
+                        paused.append(resumable)
                 else:
                     found = search.solve()
                     proven = not preferred and not fluid and search.steps <= search.budget
@@ -543,11 +546,11 @@ class Repairer(Fitter):
                 if found is not None or proven:
                     break  # admitted, or proven impossible
             else:
-                if paused is not None:
+                if paused:
                     found, proven = self._resume(paused)
         finally:
-            if paused is not None:
-                paused.close()
+            for resumable in paused:
+                resumable.close()
         rs.proven = proven
         if found is None and not short and not proven:
             found = self._node_fill(region, gs)
@@ -563,24 +566,29 @@ class Repairer(Fitter):
         self.exact_notes.pop(gang.idx, None)
         return True
 
-    def _resume(self, paused: ResumableSearch[dict[int, dict[int, int]]]
+    def _resume(self, paused: list[ResumableSearch[dict[int, dict[int, int]]]]
                 ) -> tuple[dict[int, dict[int, int]] | None, bool]:
-        """The first long order's search, which ran out of steps, resumed for ``EXACT_RESUME_STEPS`` of the run's
-        side budget for it, then closed: what it found, and whether it has proven that nothing is there to find.
-        Steps that end without an answer are charged to that budget, as the other side searches' are."""
-        left = SIDE_RUN_STEPS["resume"] - self.side_spent["resume"]
-        steps = paused.search.steps
-        try:
-            ended = left > 0 and paused.run(min(EXACT_RESUME_STEPS, left))
-        finally:
-            paused.close()
-        spent = paused.search.steps - steps
-        if ended:
-            self.exact_spent += spent
-            self.gang_exact_spent += spent
-        else:
-            self.side_spent["resume"] += spent
-        return paused.found, ended and paused.found is None
+        """The long orders' searches that ran out of steps, in order, each resumed for ``EXACT_RESUME_STEPS`` of
+        the run's side budget for them, then closed, until one ends: what it found, and whether it has proven that
+        nothing is there to find. Steps that end without an answer are charged to that budget, as the other side
+        searches' are. Each search resumed leaves ``paused``; the caller closes those left."""
+        found, proven = None, False
+        while paused and found is None and not proven:
+            resumable = paused.pop(0)
+            left = SIDE_RUN_STEPS["resume"] - self.side_spent["resume"]
+            steps = resumable.search.steps
+            try:
+                ended = left > 0 and resumable.run(min(EXACT_RESUME_STEPS, left))
+            finally:
+                resumable.close()
+            spent = resumable.search.steps - steps
+            if ended:
+                self.exact_spent += spent
+                self.gang_exact_spent += spent
+            else:
+                self.side_spent["resume"] += spent
+            found, proven = resumable.found, ended and resumable.found is None
+        return found, proven
 
     def _node_fill(self, region: int, gs: list[CompiledGang]) -> dict[int, dict[int, int]] | None:
         """The last try of a tight region (slack of at most ``NODE_FILL_SLACK`` GPUs) that the unit-by-unit searches
