@@ -6,6 +6,7 @@ of the packer's code: they work on the inventory and the gang demands directly.
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -862,3 +863,13 @@ FAMILIES: dict[str, tuple[Callable[[int], Instance], tuple[str, ...]]] = {
     "fragmented": (fragmented_instance, FAMILY_LEVELS),
 }
 """Each instance family by name (the benchmarks' ``--family``): its generator and its pool's levels."""
+
+
+def seed_range_parser(doc: str) -> argparse.ArgumentParser:
+    """The arguments of a screen over a range of fresh seeds of one family (``--family``, ``--first``,
+    ``--seeds``), for a script whose docstring is ``doc``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--family", choices=[f for f in FAMILIES if f != "nvl72"], required=True)
+    ap.add_argument("--first", type=int, required=True, help="first seed")
+    ap.add_argument("--seeds", type=int, default=100, help="how many seeds (default 100)")
+    return ap

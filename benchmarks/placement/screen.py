@@ -16,13 +16,20 @@ Keep fresh ranges of seeds apart from the named sets of ``quality.py`` (which it
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import FAMILIES, arrival_optimum, check_plan, mip_feasible, rack_feasible, rack_model_applies
+from instances import (
+    FAMILIES,
+    arrival_optimum,
+    check_plan,
+    mip_feasible,
+    rack_feasible,
+    rack_model_applies,
+    seed_range_parser,
+)
 
 from toporender.placement.packer import pack
 
@@ -53,10 +60,7 @@ def screen(family: str, seed: int, time_limit: float) -> tuple[int, int, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=[f for f in FAMILIES if f != "nvl72"], required=True)
-    ap.add_argument("--first", type=int, required=True, help="first seed")
-    ap.add_argument("--seeds", type=int, default=100, help="how many seeds (default 100)")
+    ap = seed_range_parser(__doc__)
     ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per HiGHS solve (default 20)")
     args = ap.parse_args()
     make, levels = FAMILIES[args.family]
