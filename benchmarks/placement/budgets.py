@@ -4,7 +4,7 @@ Usage: python benchmarks/placement/budgets.py --family mixed|varied|fragmented -
 [--times M] [--every]
 
 The repair's searches are bounded by step counts (``toporender.placement.repair``), so a gang may be left out
-only because a search ran out of steps. This screen packs each seed as usual and keeps the instances where the
+merely because a search ran out of steps. This screen packs each seed as usual and keeps the instances where the
 reason given for a gang left out says that an exact search ran out of steps (with ``--every``, all of them).
 Those are packed again with every step budget of the repair ``--times`` larger, and the restarts as many times
 more (the restart base length aside: it sets the restarts' schedule, not their steps); the ones that then place
