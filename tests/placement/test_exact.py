@@ -213,8 +213,8 @@ def test_searches_leave_nothing_to_the_cyclic_collector(family: str, seed: int) 
     exact searches (whole gangs to domains, units filled, pods to nodes), the bounded repair's gang-to-domain
     search, the comparison with failed gangs and the compiling of gangs with subgroups; afterwards the collector
     finds nothing of theirs. Varied 5690 pauses long searches, each in a thread of its own (see
-    :mod:`toporender.placement.resumable`), and resumes two at once that find nothing: none of those threads is
-    left."""
+    :mod:`toporender.placement.resumable`), and resumes two of them in turn, which find nothing: none of those
+    threads is left."""
     from instances import FAMILIES, FAMILY_LEVELS
 
     inst = FAMILIES[family][0](seed)
