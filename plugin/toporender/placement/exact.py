@@ -103,6 +103,8 @@ class UnitsLeft:
     free: list[int]
     rem: dict[int, int]
     held: dict[int, int]
+    may: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Per domain a group is confined to, the units it may use (bit i for ``units[i]``), as they are asked."""
 
 
 def _tolerated_by(gangs: Sequence[CompiledGang]) -> frozenset[int]:
@@ -200,7 +202,14 @@ class ExactRepack:
                 self.extra[d] = self.extra.get(d, 0) + tree.node_free[n]
         self._pods_apart()
         self.chain_memo: dict[LeafKey, tuple[int, ...]] = {}
+        self.chain_keys_memo: dict[LeafKey, tuple[LeafKey, ...]] = {}
+        self.doms_memo: dict[tuple[int, int], list[int]] = {}
+        self.unit_nodes_memo: dict[int, tuple[list[int], dict[int, int], tuple[int, ...], list[int],
+                                              list[tuple[str, ...]], list[bool]]] = {}
+        self.allowed_memo: dict[tuple[int, int, frozenset[int]], tuple[int, ...]] = {}
+        self.sig_memo: dict[int, tuple[object, ...]] = {}
         self.strict_memo: dict[LeafKey, bool] = {}
+        """Per leaf group, :meth:`_strict`: filled for every leaf below (``size_load``), so hot loops index it."""
         self.bound_at_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.bound_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.budget = budget
@@ -557,14 +566,18 @@ class ExactRepack:
 
     def _within(self, key: LeafKey) -> int:
         """The finest domain the leaf group is already confined to: its ancestors' fixed domains, or the region."""
+        chain = self.chain_keys_memo.get(key)
+        if chain is None:
+            chain = self.chain_keys_memo[key] = tuple((key[0], gi) for gi in self._chain(key))
         level = self.tree.dom_level
         fixed = self.fixed
         w = self.region
-        gang = key[0]
-        for gi in self._chain(key):
-            d = fixed.get((gang, gi))
-            if d is not None and level[d] > level[w]:
+        top = level[w]
+        for g in chain:
+            d = fixed.get(g)
+            if d is not None and level[d] > top:
                 w = d
+                top = level[d]
         return w
 
     def _free(self, d: int) -> int:
@@ -618,6 +631,17 @@ class ExactRepack:
         chosen: list[tuple[int, list[tuple[LeafKey, int]]]] = []
 
         layouts: dict[int, UnitsLeft] = {}
+        rooms: dict[int, tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]]] = {}
+        # bound once: the closures below run for every step, and ``load`` and ``fixed`` stay the same objects
+        # while the units are filled
+        step, domains_in, siblings_fit = self._step, self._domains_in, self._siblings_fit
+        anc, level, region = tree.dom_anc, tree.dom_level, self.region
+        load, strict_load, fixed = self.load, self.strict_load, self.fixed
+        load_get, strict_get, fixed_get = load.get, strict_load.get, fixed.get
+        # per leaf group: the groups a placement of it fixes (:meth:`_bound_at`), the only ones ``fixed`` holds
+        bound = {k: self._bound_at(k) for k in leaves}
+        confining = {k: tuple(g for g, _ in got) for k, got in bound.items()}
+        strict_of = self.strict_memo
 
         def sums(ui: int, left: tuple[LeafKey, ...], spare: int) -> bool:
             """The subset-sum bound on the units from ``ui`` on, where the slack is small enough to check it."""
@@ -636,8 +660,11 @@ class ExactRepack:
             if ui == len(units):
                 return False
             gangs_left = {k[0] for k in left}
-            memo = (ui, left, tuple(sorted((k, d) for k, d in self.fixed.items() if k[0] in gangs_left)))
-            if (memo in failed or not self._may_fit(units[ui:], left, caps_from[ui])
+            memo = (ui, left, tuple(sorted((k, d) for k, d in fixed.items() if k[0] in gangs_left)))
+            room = rooms.get(ui)
+            if room is None:
+                room = rooms[ui] = self._units_room(units[ui:])
+            if (memo in failed or not self._may_fit(units[ui:], left, caps_from[ui], room)
                     or not (checked or sums(ui, left, spare))):
                 failed.add(memo)
                 return False
@@ -656,49 +683,80 @@ class ExactRepack:
             # offer in whole multiples of it (all usable nodes; untainted ones for groups kept off tainted nodes)
             vec = self.size_load
             caps = self._unit_caps(u)
-            taken = [0] * len(caps)
             left_set = frozenset(left)
+            n_cands = len(cands)
+            # whether a later unit may take a group of so many GPUs confined to a domain: the units after this one
+            # hold no group while it is filled, so their free GPUs stay the same
+            reach: dict[tuple[int, int], bool] = {}
 
-            def choose(j: int, used: int) -> bool:
+            def choose(j: int, used: int, taken: tuple[int, ...]) -> bool:
                 """Add groups from ``cands[j:]`` to the unit; a group left out goes to a later unit."""
                 while True:
-                    self._step()
+                    step()
                     if free - used - rest[j] > spare:
                         return False  # the unit would leave more GPUs unused than the slack allows
-                    if j == len(cands):
+                    if j == n_cands:
                         return close(used)
                     k = cands[j]
                     n = need[k]
-                    ge = vec[k]
-                    if used + n <= free and all(t + g <= c for t, g, c in zip(taken, ge, caps, strict=True)):
-                        for i, g in enumerate(ge):
-                            taken[i] += g
-                        # a group of the same shape as the one just taken goes to a domain no earlier in path
-                        # order: the two are interchangeable, so the swapped choice is the same arrangement
-                        last = members[-1] if members else None
-                        floor = rank[last[1]] if last and shape[last[0]] == shape[k] else -1
-                        for d in self._domains_in(k, u):
-                            if rank[d] < floor:
-                                continue
-                            fixes = self._put(k, d)
-                            if fixes and not self._siblings_fit(fixes, u, left_set, members, k):
-                                self._unput(k, d, fixes)
-                                continue
-                            members.append((k, d))
-                            ok = choose(j + 1, used + n)
-                            members.pop()
-                            self._unput(k, d, fixes)
-                            if ok:
-                                return True
-                        for i, g in enumerate(ge):
-                            taken[i] -= g
+                    # the finest domain k's ancestors are fixed to (as :meth:`_within` finds it)
+                    w = region
+                    top = level[w]
+                    for g in confining[k]:
+                        there = fixed_get(g)
+                        if there is not None and level[there] > top:
+                            w = there
+                            top = level[there]
+                    if used + n <= free:
+                        more = tuple(map(operator.add, taken, vec[k]))
+                        for t, c in zip(more, caps):
+                            if t > c:
+                                break
+                        else:
+                            # a group of the same shape as the one just taken goes to a domain no earlier in path
+                            # order: the two are interchangeable, so the swapped choice is the same arrangement
+                            last = members[-1] if members else None
+                            floor = rank[last[1]] if last and shape[last[0]] == shape[k] else -1
+                            strict = strict_of[k]
+                            for d in domains_in(k, u, w):
+                                if rank[d] < floor:
+                                    continue
+                                # put k in d: fix the domains of its ancestor groups not fixed yet
+                                path = anc[d]
+                                at = level[d]
+                                fixes = []
+                                for g, r in bound[k]:
+                                    if g not in fixed:
+                                        fixed[g] = path[(r if r < at else at) + 1]
+                                        fixes.append(g)
+                                for a in path:
+                                    load[a] = load_get(a, 0) + n
+                                if strict:
+                                    for a in path:
+                                        strict_load[a] = strict_get(a, 0) + n
+                                ok = not fixes or siblings_fit(fixes, u, left_set, members, k)
+                                if ok:
+                                    members.append((k, d))
+                                    ok = choose(j + 1, used + n, more)
+                                    members.pop()
+                                for a in path:
+                                    load[a] -= n
+                                if strict:
+                                    for a in path:
+                                        strict_load[a] -= n
+                                for g in fixes:
+                                    del fixed[g]
+                                if ok:
+                                    return True
                     # no later unit may take k (k's confining domain worked out once, not per unit)
-                    w = self._within(k)
-                    if not any(self._free(v) >= n and self._nests(w, v) for v in later):
+                    may = reach.get((w, n))
+                    if may is None:
+                        may = reach[(w, n)] = any(self._free(v) >= n and self._nests(w, v) for v in later)
+                    if not may:
                         return False
                     # leave out k and every group of its shape after it: taking the first few is enough
                     j += 1
-                    while j < len(cands) and shape[cands[j]] == shape[k]:
+                    while j < n_cands and shape[cands[j]] == shape[k]:
                         j += 1
 
             def close(used: int) -> bool:
@@ -710,7 +768,7 @@ class ExactRepack:
                 if counts and any(all(n <= r.get(s, 0) for s, n in counts.items()) for r in beaten.get(others, ())):
                     return False  # no more singles than a filling that failed further on: fails as it did
                 taken = {k for k, _ in members}
-                rest_left = tuple(k for k in left if k not in taken)
+                rest_left = tuple([k for k in left if k not in taken])
                 # in a tight region the units after this one are bounded by subset sums before its node search,
                 # the costliest step
                 checked = bool(rest_left and later) and spare - (free - used) < SUMS_SLACK
@@ -732,7 +790,7 @@ class ExactRepack:
                 return False
 
             try:
-                if choose(0, 0):
+                if choose(0, 0, (0,) * len(caps)):
                     return True
             finally:
                 choose = close = search_over
@@ -839,19 +897,31 @@ class ExactRepack:
         """Necessary, once ``key`` has fixed groups to domains inside unit ``u``: the leaf groups left under each
         of them fit that domain's free GPUs (untainted ones for groups kept off tainted nodes)."""
         tree = self.tree
+        anc = tree.dom_anc
+        fixed = self.fixed
+        need = self.need
+        below_memo = self.below_memo
         taken: set[LeafKey] | None = None
         for group in fixes:
-            below = self._below(group)
-            d = self.fixed[group]
-            if not below or u not in tree.dom_anc[d]:
+            below = below_memo.get(group)
+            if below is None:
+                below = self._below(group)
+            d = fixed[group]
+            if not below or u not in anc[d]:
                 continue
             if taken is None:
                 taken = {m for m, _ in members}
                 taken.add(key)
-            under = [c for c in below if c in left and c not in taken]
-            if sum(self.need[c] for c in under) > self._free(d):
+            asked = 0
+            strict_asked = 0
+            for c in below:
+                if c in left and c not in taken:
+                    asked += need[c]
+                    if self.strict_memo[c]:
+                        strict_asked += need[c]
+            if asked > self._free(d):
                 return False
-            if self.usable and sum(self.need[c] for c in under if self._strict(c)) > self._clean_free(d):
+            if self.usable and strict_asked > self._clean_free(d):
                 return False
         return True
 
@@ -873,13 +943,39 @@ class ExactRepack:
         tol = tuple(sorted(self.gangs[key[0]].groups[key[1]].tol)) if self.usable else ()
         return (-self.need[key], -self.level[key], self.own_sizes[key], tol, (key[0], chain[1]) if coupled else ())
 
-    def _may_fit(self, units: list[int], left: tuple[LeafKey, ...], caps: Sequence[int]) -> bool:
+    def _units_room(self, units: list[int]) -> tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]]:
+        """What :meth:`_may_fit` bounds with, of the units still to fill: the most free GPUs of one, per domain
+        that holds some their free GPUs (and untainted ones) in all, and per level (and strictness) the most of
+        one domain. Their free GPUs do not change while the units before them are filled."""
+        level = self.tree.dom_level
+        anc = self.tree.dom_anc
+        rem: dict[int, int] = {}
+        rem_strict: dict[int, int] = {}
+        most = 0
+        for i, u in enumerate(units):
+            f = self._free(u)
+            most = f if i == 0 else max(most, f)
+            g = self._clean_free(u) if self.usable else f
+            for d in anc[u]:
+                rem[d] = rem.get(d, 0) + f
+                rem_strict[d] = rem_strict.get(d, 0) + g
+        most_at: dict[tuple[int, bool], int] = {}
+        for d, f in rem.items():
+            for strict, got in ((False, f), (True, rem_strict[d])):
+                if got > most_at.get((level[d], strict), 0):
+                    most_at[(level[d], strict)] = got
+        return most, rem, rem_strict, most_at
+
+    def _may_fit(self, units: list[int], left: tuple[LeafKey, ...], caps: Sequence[int],
+                 room: tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]] | None = None
+                 ) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
         the whole multiples of s that the units' nodes offer (and those of the groups that may use no tainted
         node, the multiples their untainted nodes offer); the same for the groups of every coarser group.
-        ``caps``: :meth:`_unit_caps` summed over ``units``."""
-        most = max(self._free(u) for u in units)
-        if any(self.need[k] > most for k in left):
+        ``caps``: :meth:`_unit_caps` summed over ``units``; ``room``: :meth:`_units_room` of them, if known."""
+        most, rem, rem_strict, most_at = room or self._units_room(units)
+        need = self.need
+        if any(need[k] > most for k in left):
             return False
         # the load and capacity vectors a unit's filling is checked with: all usable nodes, then (where some
         # group may use tainted nodes and others not) the untainted ones
@@ -891,38 +987,28 @@ class ExactRepack:
         # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
         # units still to fill, and those of one not fixed yet must fit some domain of its level; groups that may
         # use no tainted node (when others may) count only untainted GPUs
-        tree = self.tree
-        anc = tree.dom_anc
-        level = tree.dom_level
-        rem: dict[int, int] = {}
-        rem_strict: dict[int, int] = {}
-        for u in units:
-            f = self._free(u)
-            g = self._clean_free(u) if self.usable else f
-            for d in anc[u]:
-                rem[d] = rem.get(d, 0) + f
-                rem_strict[d] = rem_strict.get(d, 0) + g
-        most_at: dict[tuple[int, bool], int] = {}
-        for d, f in rem.items():
-            for strict, got in ((False, f), (True, rem_strict[d])):
-                if got > most_at.get((level[d], strict), 0):
-                    most_at[(level[d], strict)] = got
+        anc = self.tree.dom_anc
+        level = self.tree.dom_level
+        strict_of = self.strict_memo
+        fixed = self.fixed
+        unit_level = self.unit_level
+        most_strict = most_at.get((unit_level, True), 0)
         fixed_in: dict[int, set[LeafKey]] = {}
         loose: dict[LeafKey, tuple[int, bool]] = {}
         for k in left:
-            strict = self._strict(k)
+            strict = strict_of[k]
             # (every group against the most free GPUs of a unit is tested above)
-            if strict and self.need[k] > most_at.get((self.unit_level, True), 0):
+            if strict and need[k] > most_strict:
                 return False
             for grp, r in self._bound_above(k):
-                dom = self.fixed.get(grp)
+                dom = fixed.get(grp)
                 if dom is None:
                     n, all_strict = loose.get(grp, (0, True))
-                    n, all_strict = n + self.need[k], all_strict and strict
+                    n, all_strict = n + need[k], all_strict and strict
                     loose[grp] = n, all_strict
-                    if n > most_at.get((min(r, self.unit_level), all_strict), 0):
+                    if n > most_at.get((min(r, unit_level), all_strict), 0):
                         return False
-                elif level[dom] <= self.unit_level:
+                elif level[dom] <= unit_level:
                     fixed_in.setdefault(dom, set()).add(k)
         for d, keys in fixed_in.items():
             if sum(self.need[k] for k in keys) > rem.get(d, 0):
@@ -971,10 +1057,10 @@ class ExactRepack:
         units, free, rem, held = units_left.units, units_left.free, units_left.rem, units_left.held
         clusters: dict[tuple[int, int, int], list[int]] = {}
         above: dict[LeafKey, tuple[int, int]] = {}  # per parent group, where its chain confines and binds a leaf
-        req, fixed = self.req, self.fixed
+        req, fixed, gangs, need = self.req, self.fixed, self.gangs, self.need
         for k in left:
             x, gi = k
-            parent = self.gangs[x].groups[gi].parent
+            parent = gangs[x].groups[gi].parent
             got = above.get((x, parent))
             if got is None:
                 w = self._within(k)  # a leaf left is not fixed: its ancestors' domains decide
@@ -986,14 +1072,15 @@ class ExactRepack:
             w, top = got
             if top < 0 and req[k] > level[w]:
                 top = gi
-            clusters.setdefault((x, top, w) if top >= 0 else (x, -2 - gi, w), []).append(self.need[k])
-        may: dict[int, int] = {}  # per domain a cluster is confined to, the units it may use
+            clusters.setdefault((x, top, w) if top >= 0 else (x, -2 - gi, w), []).append(need[k])
+        may = units_left.may
         # (level, GPUs, its leaves' GPUs as (GPUs, count) pairs, units it may use) -> clusters alike
         items: dict[tuple[int, int, tuple[tuple[int, int], ...], int], int] = {}
         for (x, top, w), needs in clusters.items():
             if w not in may:
                 may[w] = sum(1 << i for i, u in enumerate(units) if self._nests(w, u))
-            key = (req[(x, top)] if top >= 0 else ul, sum(needs), size_counts(needs), may[w])
+            counts = ((needs[0], 1),) if len(needs) == 1 else size_counts(needs)
+            key = (req[(x, top)] if top >= 0 else ul, sum(needs), counts, may[w])
             items[key] = items.get(key, 0) + 1
         most: dict[int, int] = {}  # per set of units, the most free GPUs of one
         for d, cap in rem.items():
@@ -1038,55 +1125,56 @@ class ExactRepack:
         anc = self.tree.dom_anc
         return w in anc[u] or u in anc[w]
 
-    def _domains_in(self, key: LeafKey, u: int) -> list[int]:
+    def _domains_in(self, key: LeafKey, u: int, w: int | None = None) -> list[int]:
         """The domains of the group's level in unit ``u`` with room for it, best fit first; of empty siblings
-        of the same shape only the first."""
+        of the same shape only the first. ``w``: :meth:`_within` of the group, if known.
+
+        Domains are sorted by one number, ``(free GPUs left after the group) * stride + rank``: the index keys'
+        order (:meth:`Tree.key`), which a tuple key would give too, at a fraction of the cost."""
         tree = self.tree
         need = self.need[key]
-        strict = self._strict(key)
-        if strict and self._clean_free(u) < need:
+        strict = self.strict_memo[key]
+        dom_free = tree.dom_free
+        strict_get = self.strict_load.get
+        if strict and dom_free[u] - strict_get(u, 0) < need:
             return []
-
-        def room(d: int) -> bool:
-            return self._free(d) >= need and (not strict or self._clean_free(d) >= need)
-
-        w = self._within(key)
-        base = w if tree.dom_level[w] > tree.dom_level[u] else u
+        extra_get = self.extra.get
+        load_get = self.load.get
+        level = tree.dom_level
+        if w is None:
+            w = self._within(key)
+        base = w if level[w] > level[u] else u
         lvl = self.level[key]
-        if lvl <= tree.dom_level[base]:
-            return [base] if room(base) else []
-        doms = [tree.dom_of(x) for x in tree.index.get((base, lvl), [])]
-        fits = sorted((d for d in doms if room(d)), key=lambda d: (self._free(d) - need, tree.rank[d]))
+        if lvl <= level[base]:
+            if (dom_free[base] + extra_get(base, 0) - load_get(base, 0) >= need
+                    and (not strict or dom_free[base] - strict_get(base, 0) >= need)):
+                return [base]
+            return []
+        doms = self.doms_memo.get((base, lvl))
+        if doms is None:
+            doms = self.doms_memo[(base, lvl)] = [tree.dom_of(x) for x in tree.index.get((base, lvl), [])]
+        rank = tree.rank
+        stride = tree.stride
+        fits = []
+        for d in doms:
+            left = dom_free[d] + extra_get(d, 0) - load_get(d, 0) - need
+            if left >= 0 and (not strict or dom_free[d] - strict_get(d, 0) >= need):
+                fits.append(left * stride + rank[d])
+        fits.sort()
+        by_rank = tree.dom_rank
         out = []
         seen: set[tuple[object, ...]] = set()
-        for d in fits:
-            if not self.load.get(d):
-                sig = (tree.dom_parent[d], self._shape(d))
+        for x in fits:
+            d = by_rank[x % stride]
+            if not load_get(d):
+                sig = self.sig_memo.get(d)
+                if sig is None:
+                    sig = self.sig_memo[d] = (tree.dom_parent[d], self._shape(d))
                 if sig in seen:
                     continue
                 seen.add(sig)
             out.append(d)
         return out
-
-    def _put(self, key: LeafKey, d: int) -> list[LeafKey]:
-        """Place the group in domain ``d``: fix the domains of its ancestor groups not fixed yet (returned)."""
-        tree = self.tree
-        fixed = self.fixed
-        fixes = []
-        anc = tree.dom_anc[d]
-        for g, r in self._bound_at(key):
-            if g not in fixed:
-                fixed[g] = anc[min(r, tree.dom_level[d]) + 1]
-                fixes.append(g)
-        need = self.need[key]
-        load = self.load
-        for a in anc:
-            load[a] = load.get(a, 0) + need
-        if self._strict(key):
-            strict_load = self.strict_load
-            for a in anc:
-                strict_load[a] = strict_load.get(a, 0) + need
-        return fixes
 
     def _bound_at(self, key: LeafKey) -> tuple[tuple[LeafKey, int], ...]:
         """The leaf group and its ancestors bound to a level no coarser than the region's, with their levels,
@@ -1096,20 +1184,6 @@ class ExactRepack:
             got = self.bound_at_memo[(key, self.rlvl)] = tuple(
                 ((key[0], gi), r) for gi in self._chain(key) if (r := self.req[(key[0], gi)]) >= 0 and r >= self.rlvl)
         return got
-
-    def _unput(self, key: LeafKey, d: int, fixes: list[LeafKey]) -> None:
-        need = self.need[key]
-        anc = self.tree.dom_anc[d]
-        load = self.load
-        for a in anc:
-            load[a] -= need
-        if self._strict(key):
-            strict_load = self.strict_load
-            for a in anc:
-                strict_load[a] -= need
-        fixed = self.fixed
-        for k in fixes:
-            del fixed[k]
 
     def _strict(self, key: LeafKey) -> bool:
         """Whether the group may use no tainted node while another group of the search may."""
@@ -1161,25 +1235,40 @@ class ExactRepack:
         return got
 
     # ---- the inner search: pods of one unit onto its nodes -------------------------------------------------------
+    def _unit_nodes(self, unit: int) -> tuple[list[int], dict[int, int], tuple[int, ...], list[int],
+                                              list[tuple[str, ...]], list[bool]]:
+        """The unit's nodes a pod of the search may use, their positions, free GPUs, finest domains, taints and
+        whether they are untainted: the same for every node search of the unit."""
+        tree = self.tree
+        nodes = [n for n in self._nodes_below(unit) if (tree.node_clean[n] or n in self.usable) and tree.node_free[n]]
+        pos = {n: i for i, n in enumerate(nodes)}
+        free = tuple(tree.node_free[n] for n in nodes)
+        cls = [tree.node_path[n][0] for n in nodes]
+        taints = [self._taints(n) for n in nodes]
+        clean = [tree.node_clean[n] for n in nodes]
+        return nodes, pos, free, cls, taints, clean
+
     def _unit_fit(self, unit: int, members: list[tuple[LeafKey, int]]) -> dict[LeafKey, list[int]] | None:
         memo_key = (unit, tuple(sorted(members)))
         if memo_key in self.unit_memo:
             return self.unit_memo[memo_key]
         tree = self.tree
-        nodes = [n for n in tree.nodes_below(unit) if (tree.node_clean[n] or n in self.usable) and tree.node_free[n]]
-        pos = {n: i for i, n in enumerate(nodes)}
-        free = [tree.node_free[n] for n in nodes]
-        cls = [tree.node_path[n][0] for n in nodes]
+        at = self.unit_nodes_memo.get(unit)
+        if at is None:
+            at = self.unit_nodes_memo[unit] = self._unit_nodes(unit)
+        nodes, pos, start, cls, taints, clean = at
+        free = list(start)
         # one entry per pod: (GPUs, allowed node positions, the leaf it belongs to)
         pods: list[tuple[int, int, tuple[int, ...], LeafKey]] = []
         # per node, the GCD of the sizes of the pods that may go there: it can use only multiples of that
         step = [0] * len(nodes)
-        taints = [self._taints(n) for n in nodes]
-        clean = [tree.node_clean[n] for n in nodes]
         for key, d in sorted(members):
             gpus = self.gangs[key[0]].pod_gpus
             group = self.gangs[key[0]].groups[key[1]]
-            allowed = tuple(pos[n] for n in tree.nodes_below(d) if n in pos and (tree.node_clean[n] or n in group.tol))
+            allowed = self.allowed_memo.get((unit, d, group.tol))
+            if allowed is None:
+                allowed = self.allowed_memo[(unit, d, group.tol)] = tuple(
+                    pos[n] for n in self._nodes_below(d) if n in pos and (tree.node_clean[n] or n in group.tol))
             unit_of = math.gcd(*(size for size, _ in self.own_sizes[key]))
             for j in allowed:
                 step[j] = math.gcd(step[j], unit_of)
@@ -1190,9 +1279,17 @@ class ExactRepack:
         dead: set[tuple[int, int, tuple[int, ...]]] = set()
         # the counts of the pods left, kept only once a state has failed: most units fit at the first try
         pods_left: list[_PodsLeft | None] = [None]
+        n_pods = len(pods)
+        count_step = self._step
+        # nodes are tried in the order of one number per node: (free GPUs, position), and in a fluid search
+        # untainted nodes after tainted ones (see ``place``)
+        width = len(nodes)
+        dirty = 0
+        if self.fluid:
+            dirty = (max(free, default=0) + 1) * width
 
         def place(i: int) -> bool:
-            if i == len(pods):
+            if i == n_pods:
                 return True
             size, _, allowed, key = pods[i]
             low = placed[i - 1] if i and pods[i - 1][3] == key and pods[i - 1][0] == size else -1
@@ -1206,13 +1303,15 @@ class ExactRepack:
             tried: set[tuple[int, int, tuple[str, ...]]] = set()
             # tightest node first: pack-to-empty inside the unit (in a fluid search tainted nodes first, so that
             # untainted GPUs are left to the pods given nodes after the units)
-            for j in sorted((j for j in allowed if j >= low and free[j] >= size),
-                            key=lambda j: (clean[j], free[j], j) if self.fluid else (free[j], j)):
+            order = [free[j] * width + j + (dirty if clean[j] else 0) for j in allowed if j >= low and free[j] >= size]
+            order.sort()
+            for x in order:
+                j = x % width
                 sig = (cls[j], free[j], taints[j])
                 if sig in tried:
                     continue
                 tried.add(sig)
-                self._step()
+                count_step()
                 free[j] -= size
                 placed[i] = j
                 if left := pods_left[0]:
@@ -1373,10 +1472,13 @@ class _PodsLeft:
         """Whether the pods from ``i`` on may fit; pods of pod ``i - 1``'s group go to nodes from ``low`` on (the
         search puts them in node order)."""
         want = self.want
-        for a, nodes in enumerate(self.sets):
-            for k, s in enumerate(self.sizes):
-                asked = sum(want[b][k] for b in self.subs[a])
-                if asked and asked > sum(free[j] // s * s for j in nodes):
+        sizes = list(enumerate(self.sizes))
+        for nodes, subs in zip(self.sets, self.subs):
+            for k, s in sizes:
+                asked = 0
+                for b in subs:
+                    asked += want[b][k]
+                if asked and asked > sum([free[j] // s * s for j in nodes]):
                     return False
         return i < self.even or _flows(self._tail(i, low), self.size, free)
 
