@@ -202,7 +202,6 @@ class ExactRepack:
                 self.extra[d] = self.extra.get(d, 0) + tree.node_free[n]
         self._pods_apart()
         self.chain_memo: dict[LeafKey, tuple[int, ...]] = {}
-        self.chain_keys_memo: dict[LeafKey, tuple[LeafKey, ...]] = {}
         self.doms_memo: dict[tuple[int, int], list[int]] = {}
         self.unit_nodes_memo: dict[int, tuple[list[int], dict[int, int], tuple[int, ...], list[int],
                                               list[tuple[str, ...]], list[bool]]] = {}
@@ -566,14 +565,13 @@ class ExactRepack:
 
     def _within(self, key: LeafKey) -> int:
         """The finest domain the leaf group is already confined to: its ancestors' fixed domains, or the region."""
-        chain = self.chain_keys_memo.get(key)
-        if chain is None:
-            chain = self.chain_keys_memo[key] = tuple((key[0], gi) for gi in self._chain(key))
         level = self.tree.dom_level
         fixed = self.fixed
         w = self.region
         top = level[w]
-        for g in chain:
+        # ``fixed`` holds only groups that placements in this region bind (:meth:`_bound_at`; it starts empty
+        # for each region searched), so the chain's other groups are never in it
+        for g, _ in self._bound_at(key):
             d = fixed.get(g)
             if d is not None and level[d] > top:
                 w = d
@@ -699,7 +697,8 @@ class ExactRepack:
                         return close(used)
                     k = cands[j]
                     n = need[k]
-                    # the finest domain k's ancestors are fixed to (as :meth:`_within` finds it)
+                    # the finest domain k's ancestors are fixed to: :meth:`_within`'s walk, written out here
+                    # because it runs for every step
                     w = region
                     top = level[w]
                     for g in confining[k]:
@@ -900,12 +899,9 @@ class ExactRepack:
         anc = tree.dom_anc
         fixed = self.fixed
         need = self.need
-        below_memo = self.below_memo
         taken: set[LeafKey] | None = None
         for group in fixes:
-            below = below_memo.get(group)
-            if below is None:
-                below = self._below(group)
+            below = self._below(group)
             d = fixed[group]
             if not below or u not in anc[d]:
                 continue
@@ -952,9 +948,9 @@ class ExactRepack:
         rem: dict[int, int] = {}
         rem_strict: dict[int, int] = {}
         most = 0
-        for i, u in enumerate(units):
+        for u in units:
             f = self._free(u)
-            most = f if i == 0 else max(most, f)
+            most = max(most, f)
             g = self._clean_free(u) if self.usable else f
             for d in anc[u]:
                 rem[d] = rem.get(d, 0) + f
@@ -967,13 +963,12 @@ class ExactRepack:
         return most, rem, rem_strict, most_at
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...], caps: Sequence[int],
-                 room: tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]] | None = None
-                 ) -> bool:
+                 room: tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]]) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
         the whole multiples of s that the units' nodes offer (and those of the groups that may use no tainted
         node, the multiples their untainted nodes offer); the same for the groups of every coarser group.
-        ``caps``: :meth:`_unit_caps` summed over ``units``; ``room``: :meth:`_units_room` of them, if known."""
-        most, rem, rem_strict, most_at = room or self._units_room(units)
+        ``caps``: :meth:`_unit_caps` summed over ``units``; ``room``: :meth:`_units_room` of them."""
+        most, rem, rem_strict, most_at = room
         need = self.need
         if any(need[k] > most for k in left):
             return False
@@ -1136,7 +1131,7 @@ class ExactRepack:
         strict = self.strict_memo[key]
         dom_free = tree.dom_free
         strict_get = self.strict_load.get
-        if strict and dom_free[u] - strict_get(u, 0) < need:
+        if strict and self._clean_free(u) < need:
             return []
         extra_get = self.extra.get
         load_get = self.load.get
@@ -1146,8 +1141,7 @@ class ExactRepack:
         base = w if level[w] > level[u] else u
         lvl = self.level[key]
         if lvl <= level[base]:
-            if (dom_free[base] + extra_get(base, 0) - load_get(base, 0) >= need
-                    and (not strict or dom_free[base] - strict_get(base, 0) >= need)):
+            if self._free(base) >= need and (not strict or self._clean_free(base) >= need):
                 return [base]
             return []
         doms = self.doms_memo.get((base, lvl))
