@@ -89,7 +89,11 @@ CASES = [
                            "and the restarts find nothing in the rest of the gang's share; once the share is "
                            "spent, that order resumed where it stopped admits it (was 347)"),
     ("varied", 26896, 266, "g00014: the pool's second long order (12 gangs) needs 77,898 steps, its first order, the "
-                           "restarts and the first order resumed find nothing; the second resumed admits it (was 237)"),
+                           "restarts and the first order resumed find nothing; the second, resumed with the 100,000 "
+                           "steps the first leaves of the run's 300,000, admits it (was 237; 237 with 200,000)"),
+    ("varied", 30987, 298, "g00011: the pool's first long order needs 389,304 steps, the other orders and the "
+                           "restarts find nothing in the rest of the gang's share; resumed for 100,000 it ran out, "
+                           "for 200,000 it admits it (was 288)"),
     ("varied", 30793, 123, "g00013 (18 GPUs): the pool's search over the 12 earlier gangs admits it with a gang's "
                            "share of about 815,000 exact steps and the run's 853,000; with 700,000 and 800,000 it ran "
                            "out (was 105)"),

@@ -52,19 +52,23 @@ to the first order with gangs bound to nothing as parts, then restarts in orders
 can spend any budget under one wrong early choice, and orders fail on different regions): where gangs are given
 whole domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first,
 then most free first."""
-EXACT_RESUME_STEPS = 100_000
+EXACT_RESUME_STEPS = 200_000
 """Steps more for each of the first two long orders where it ran out of its own, once the gang's share (or the
 run's steps) is spent and before the late searches: it goes on where it stopped (see
 :mod:`toporender.placement.resumable`) rather than starting again, so these steps explore only new ground. The
 first long order of a pool of 15 gangs needs 296,251 steps to admit a gang whose other orders and restarts find
-nothing in the rest of its share, and the second order of a pool of 12 gangs 77,898; taken from the share
-instead, the restarts' last 100,000 steps, they left out a gang that the 61st restart admits."""
+nothing in the rest of its share, that of another pool 389,304 (200,000 of its own, 189,304 resumed), and the
+second order of a pool of 12 gangs 77,898; taken from the share instead, the restarts' last 100,000 steps, they
+left out a gang that the 61st restart admits."""
 RESUMED_ORDERS = 2
 """The long orders that are resumed where they ran out: the first and the second. The wide order and the restarts
-are not: restarts are short by design, and two resumes that find nothing spend ``EXACT_RESUME_RUN_STEPS``."""
-EXACT_RESUME_RUN_STEPS = 200_000
+are not: restarts are short by design, and a first order and a second resumed that find nothing spend
+``EXACT_RESUME_RUN_STEPS``."""
+EXACT_RESUME_RUN_STEPS = 300_000
 """Steps of all those resumed searches of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS``,
-so that where they fail the other searches have the steps they had without them."""
+so that where they fail the other searches have the steps they had without them. A first order resumed in vain
+leaves the second 100,000: with 200,000 the second order of the pool of 12 gangs above was not resumed, and its
+gang was left out."""
 EXACT_SECOND_STEPS = 50_000
 """Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the gang's share."""
 EXACT_WIDE_STEPS = 100_000
