@@ -94,6 +94,10 @@ CASES = [
     ("varied", 30987, 298, "g00011: the pool's first long order needs 389,304 steps, the other orders and the "
                            "restarts find nothing in the rest of the gang's share; resumed for 100,000 it ran out, "
                            "for 200,000 it admits it (was 288)"),
+    ("varied", 32850, 208, "g00007, which no arrangement admits, spent its share and the resumed orders' steps, and "
+                           "g00010 had 125,000 left where its first order needs 337,832; checking the groups a unit "
+                           "leaves out as it leaves them, g00007's first order proves in 483,367 steps (1,246,032 "
+                           "before) that the pool has no room (was 188)"),
     ("varied", 30793, 123, "g00013 (18 GPUs): the pool's search over the 12 earlier gangs admits it with a gang's "
                            "share of about 815,000 exact steps and the run's 853,000; with 700,000 and 800,000 it ran "
                            "out (was 105)"),
