@@ -91,11 +91,12 @@ CASES = [
     ("varied", 26896, 266, "g00014: the pool's second long order (12 gangs) needs 77,898 steps, its first order, the "
                            "restarts and the first order resumed find nothing; the second, resumed with the 100,000 "
                            "steps the first leaves of the run's 300,000, admits it (was 237; 237 with 200,000)"),
-    ("varied", 30987, 298, "g00011: the pool's first long order needs 389,304 steps, the other orders and the "
-                           "restarts find nothing in the rest of the gang's share; resumed for 100,000 it ran out, "
-                           "for 200,000 it admits it (was 288)"),
+    ("varied", 30987, 298, "g00011: the pool's first long order admits it in 255,587 steps, more than its own "
+                           "200,000, and the other orders and the restarts find nothing in the rest of the gang's "
+                           "share; resumed, it admits it (was 288; it needed 389,304 before the groups a unit leaves "
+                           "out were checked as it leaves them)"),
     ("varied", 32850, 208, "g00007, which no arrangement admits, spent its share and the resumed orders' steps, and "
-                           "g00010 had 125,000 left where its first order needs 337,832; checking the groups a unit "
+                           "g00010 had 125,000 left where its first order needed 337,832; checking the groups a unit "
                            "leaves out as it leaves them, g00007's first order proves in 483,367 steps (1,246,032 "
                            "before) that the pool has no room (was 188)"),
     ("varied", 30793, 123, "g00013 (18 GPUs): the pool's search over the 12 earlier gangs admits it with a gang's "

@@ -57,8 +57,9 @@ EXACT_RESUME_STEPS = 200_000
 run's steps) is spent and before the late searches: it goes on where it stopped (see
 :mod:`toporender.placement.resumable`) rather than starting again, so these steps explore only new ground. The
 first long order of a pool of 15 gangs needs 296,251 steps to admit a gang whose other orders and restarts find
-nothing in the rest of its share, that of another pool 389,304 (200,000 of its own, 189,304 resumed), and the
-second order of a pool of 12 gangs 77,898; taken from the share instead, the restarts' last 100,000 steps, they
+nothing in the rest of its share, that of another pool 389,304 (200,000 of its own, 189,304 resumed; 255,587
+once the exact search checked the groups a unit leaves out as it leaves them), and the second order of a pool
+of 12 gangs 77,898; taken from the share instead, the restarts' last 100,000 steps, they
 left out a gang that the 61st restart admits."""
 RESUMED_ORDERS = 2
 """The long orders that are resumed where they ran out: the first and the second. The wide order and the restarts
