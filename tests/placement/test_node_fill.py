@@ -126,9 +126,6 @@ PERFECT_FILLS = [
     # (seed of the varied family, GPUs placed, the gang the unit-by-unit search could not admit)
     (7902, 241, "g00013 (nine GPUs in a zone, two cliques) fits only where all 241 free GPUs are used: no order of "
                 "the unit-by-unit search admits it within its steps (was 232)"),
-    (7072, 131, "g00007 (nine 2-GPU pods in a zone) fits only where all 131 free GPUs of 79 two-GPU nodes are used, "
-                "the 20 on tainted nodes by the three gangs that tolerate them; the unit-by-unit search ran out of "
-                "3,000,000 steps in each of three orders (was 128)"),
 ]
 
 
