@@ -652,9 +652,11 @@ class ExactRepack:
                 got = layouts[ui] = self._units_left(units[ui:])
             return self._sums_fit(got, left, spare)
 
-        def fill(ui: int, left: tuple[LeafKey, ...], spare: int, checked: bool = False) -> bool:
+        def fill(ui: int, left: tuple[LeafKey, ...], spare: int, checked: bool = False,
+                 left_load: tuple[int, ...] | None = None) -> bool:
             """Fill unit ``ui`` with some of the groups ``left``, then the units after it with the rest; ``spare``
-            is the slack not lost yet; ``checked``: the subset-sum bound already holds."""
+            is the slack not lost yet; ``checked``: the subset-sum bound already holds; ``left_load``: the size
+            vectors of ``left`` summed, when the unit before already summed them."""
             if not left:
                 return not fluid or self._fluid_fit(fluid, chosen, found_fluid)
             if ui == len(units):
@@ -664,7 +666,7 @@ class ExactRepack:
             room = rooms.get(ui)
             if room is None:
                 room = rooms[ui] = self._units_room(units[ui:])
-            if (memo in failed or not self._may_fit(units[ui:], left, caps_from[ui], room)
+            if (memo in failed or not self._may_fit(units[ui:], left, caps_from[ui], room, left_load)
                     or not (checked or sums(ui, left, spare))):
                 failed.add(memo)
                 return False
@@ -705,7 +707,7 @@ class ExactRepack:
                     if free - used - rest[j] > spare:
                         return False  # the unit would leave more GPUs unused than the slack allows
                     if j == n_cands:
-                        return close(used)
+                        return close(used, out)
                     k = cands[j]
                     n = need[k]
                     # the finest domain k's ancestors are fixed to: :meth:`_within`'s walk, written out here
@@ -775,7 +777,7 @@ class ExactRepack:
                         if t > c:
                             return False
 
-            def close(used: int) -> bool:
+            def close(used: int, out: tuple[int, ...]) -> bool:
                 counts: dict[tuple[object, ...], int] = {}
                 for k, _ in members:
                     if k in singles:
@@ -798,7 +800,7 @@ class ExactRepack:
                 if fluid and rest_left and not self._fluid_fit(fluid, chosen, [], rest_left, later):
                     chosen.pop()
                     return False
-                if fill(ui + 1, rest_left, spare - (free - used), checked):
+                if fill(ui + 1, rest_left, spare - (free - used), checked, out):
                     return True
                 chosen.pop()
                 if counts:
@@ -980,11 +982,13 @@ class ExactRepack:
         return most, rem, rem_strict, most_at
 
     def _may_fit(self, units: list[int], left: tuple[LeafKey, ...], caps: Sequence[int],
-                 room: tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]]) -> bool:
+                 room: tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]],
+                 left_load: Sequence[int] | None = None) -> bool:
         """Necessary: every group fits some unit, and for each pod size s the groups' pods of at least s GPUs fit
         the whole multiples of s that the units' nodes offer (and those of the groups that may use no tainted
         node, the multiples their untainted nodes offer); the same for the groups of every coarser group.
-        ``caps``: :meth:`_unit_caps` summed over ``units``; ``room``: :meth:`_units_room` of them."""
+        ``caps``: :meth:`_unit_caps` summed over ``units``; ``room``: :meth:`_units_room` of them;
+        ``left_load``: the groups' size vectors summed, if known."""
         most, rem, rem_strict, most_at = room
         need = self.need
         if any(need[k] > most for k in left):
@@ -993,7 +997,9 @@ class ExactRepack:
         # group may use tainted nodes and others not) the untainted ones
         size_load = self.size_load
         width = len(self.sizes) * (2 if self.usable else 1)
-        if any(t > c for t, c in zip(map(sum, zip(*(size_load[k] for k in left))), caps[:width])):
+        if left_load is None:
+            left_load = tuple(map(sum, zip(*(size_load[k] for k in left))))
+        if any(t > c for t, c in zip(left_load, caps[:width])):
             return False
         # the same for every group bound to a domain coarser than a leaf's: the leaves left of one that an earlier
         # choice fixed to a domain (a gang bound to the rack its first subgroup went to) must fit that domain's
