@@ -676,11 +676,6 @@ class ExactRepack:
             # per choice of the unit's other groups, the counts of singles (per shape) it was filled with before
             # the units after it failed
             beaten: dict[tuple[tuple[LeafKey, int], ...], list[dict[tuple[object, ...], int]]] = {}
-            cands = [k for k in left if self._allowed(k, u)]
-            rest = [0] * (len(cands) + 1)
-            for j in range(len(cands) - 1, -1, -1):
-                rest[j] = rest[j + 1] + need[cands[j]]
-            members: list[tuple[LeafKey, int]] = []
             # per pod size, the GPUs of the members' pods of at least that size against what the unit's nodes
             # offer in whole multiples of it (all usable nodes; untainted ones for groups kept off tainted nodes);
             # the same for the groups the unit leaves out (those it may not take, then those left out while it
@@ -688,11 +683,17 @@ class ExactRepack:
             vec = self.size_load
             caps = self._unit_caps(u)
             caps_later = caps_from[ui + 1]
-            in_unit = set(cands)
+            cands: list[LeafKey] = []
             out_first = (0,) * len(caps)
             for k in left:
-                if k not in in_unit:
+                if self._allowed(k, u):
+                    cands.append(k)
+                else:
                     out_first = tuple(map(operator.add, out_first, vec[k]))
+            rest = [0] * (len(cands) + 1)
+            for j in range(len(cands) - 1, -1, -1):
+                rest[j] = rest[j + 1] + need[cands[j]]
+            members: list[tuple[LeafKey, int]] = []
             left_set = frozenset(left)
             n_cands = len(cands)
             # whether a later unit may take a group of so many GPUs confined to a domain: the units after this one
