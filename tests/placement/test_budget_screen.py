@@ -40,7 +40,7 @@ def test_the_budgets_are_restored_after_an_error() -> None:
 
     before = _budgets()
     with pytest.raises(RuntimeError), scaled_budgets(10):
-        assert repair.SIDE_RUN_STEPS["resume"] == 10 * before["side"]["resume"]  # type: ignore[index]
+        assert repair.SIDE_RUN_STEPS["node"] == 10 * before["side"]["node"]  # type: ignore[index]
         raise RuntimeError
     assert _budgets() == before
 

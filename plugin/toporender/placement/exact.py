@@ -62,7 +62,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from toporender.placement.compiled import CompiledGang, Group, search_over, size_counts, tolerated
 from toporender.placement.tree import Tree
@@ -90,6 +90,9 @@ LeafKey = tuple[int, int]
 """(gang index, group index) of a leaf group."""
 UnitKey = tuple[int, tuple[tuple[LeafKey, int], ...]]
 """A unit and the leaf groups in it with their domains (sorted): the key of a unit's remembered answer."""
+Item = tuple[int, int, tuple[tuple[int, int], ...], int]
+"""A cluster of leaf groups as the subset sums read it: the level it is bound to, its GPUs, its leaves' GPUs as
+(GPUs, count) pairs and the units still to fill it may use (bits as in :attr:`UnitsLeft.may`)."""
 FLUID = -1
 """The unit of the entry, among a search's units, that holds the nodes of the pods :meth:`ExactRepack._fluid_keys`
 left out (leaf group and node, in place of leaf group and domain)."""
@@ -107,6 +110,8 @@ class UnitsLeft:
     held: dict[int, int]
     may: dict[int, int] = dataclasses.field(default_factory=dict)
     """Per domain a group is confined to, the units it may use (bit i for ``units[i]``), as they are asked."""
+    most: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Per set of units (bits as in ``may``), the most free GPUs of one, as they are asked."""
 
 
 def _tolerated_by(gangs: Sequence[CompiledGang]) -> frozenset[int]:
@@ -215,9 +220,6 @@ class ExactRepack:
         self.bound_memo: dict[tuple[LeafKey, int], tuple[tuple[LeafKey, int], ...]] = {}
         self.budget = budget
         self.steps = 0
-        self.pause: Callable[[], None] | None = None
-        """Called when the steps exceed the budget, if set: it returns once the budget is raised (a search run by
-        :class:`~toporender.placement.resumable.ResumableSearch`), else the search stops with :class:`OutOfSteps`."""
         self.leaves: list[LeafKey] = [(g.idx, gi) for g in self.gangs.values() for gi, grp in enumerate(g.groups)
                                       if grp.pods]
         rlvl = tree.dom_level[region]
@@ -539,10 +541,8 @@ class ExactRepack:
 
     def _step(self, n: int = 1) -> None:
         self.steps += n
-        while self.steps > self.budget:
-            if self.pause is None:
-                raise OutOfSteps
-            self.pause()
+        if self.steps > self.budget:
+            raise OutOfSteps
 
     def _chain(self, key: LeafKey) -> tuple[int, ...]:
         """The group and its ancestors (indices), leaf first."""
@@ -643,14 +643,15 @@ class ExactRepack:
         confining = {k: tuple(g for g, _ in got) for k, got in bound.items()}
         strict_of = self.strict_memo
 
-        def sums(ui: int, left: tuple[LeafKey, ...], spare: int) -> bool:
-            """The subset-sum bound on the units from ``ui`` on, where the slack is small enough to check it."""
-            if spare >= SUMS_SLACK:
-                return True
+        def layout(ui: int) -> UnitsLeft:
             got = layouts.get(ui)
             if got is None:
                 got = layouts[ui] = self._units_left(units[ui:])
-            return self._sums_fit(got, left, spare)
+            return got
+
+        def sums(ui: int, left: tuple[LeafKey, ...], spare: int) -> bool:
+            """The subset-sum bound on the units from ``ui`` on, where the slack is small enough to check it."""
+            return spare >= SUMS_SLACK or self._sums_fit(layout(ui), left, spare)
 
         def fill(ui: int, left: tuple[LeafKey, ...], spare: int, checked: bool = False,
                  left_load: tuple[int, ...] | None = None) -> bool:
@@ -696,6 +697,44 @@ class ExactRepack:
             members: list[tuple[LeafKey, int]] = []
             left_set = frozenset(left)
             n_cands = len(cands)
+            # the subset-sum bound, checked as each group is taken: what the unit takes only shrinks what the
+            # units after it can be filled with, so a taking that leaves one of their domains a sum it cannot
+            # make is refused before the rest of the unit is filled in every way it can be
+            bound_takes = bool(later) and spare < SUMS_SLACK
+            at = {k: j for j, k in enumerate(cands)}
+            gang_leaves: dict[int, list[LeafKey]] = {}
+            for k in left:
+                gang_leaves.setdefault(k[0], []).append(k)
+            # per groups taken (in order): the bound's answer; per gang and its groups taken, its clusters with
+            # the last place in ``cands`` of their groups. Neither depends on where in the unit the groups taken
+            # lie: a group fixed finer than the unit binds its cluster to it, and no unit after it may take that
+            bounded: dict[tuple[LeafKey, ...], bool] = {}
+            clustered: dict[tuple[int, tuple[LeafKey, ...]], list[tuple[Item, int]]] = {}
+
+            def takes_fit(j: int, k: LeafKey) -> bool:
+                """The bound once ``k`` (``cands[j]``) is taken with the members: the groups not taken go to the
+                units after this one, but those not decided yet (``cands[j + 1:]``) may still go to this one."""
+                order = (*(m for m, _ in members), k)
+                known = bounded.get(order)
+                if known is not None:
+                    return known
+                ul = layout(ui + 1)
+                held: dict[int, tuple[LeafKey, ...]] = {}
+                for q in order:
+                    held[q[0]] = (*held.get(q[0], ()), q)
+                items: dict[tuple[Item, bool], int] = {}
+                for x, keys in gang_leaves.items():
+                    mine = held.get(x, ())
+                    got = clustered.get((x, mine))
+                    if got is None:
+                        got = clustered[(x, mine)] = [
+                            (item, max(at.get(q, -1) for q in qs))
+                            for item, qs in self._clusters(ul, [q for q in keys if q not in mine]) if item[3]]
+                    for item, last in got:
+                        key = (item, last > j)
+                        items[key] = items.get(key, 0) + 1
+                known = bounded[order] = not items or self._reach(ul, items, spare, u)
+                return known
             # whether a later unit may take a group of so many GPUs confined to a domain: the units after this one
             # hold no group while it is filled, so their free GPUs stay the same
             reach: dict[tuple[int, int], bool] = {}
@@ -748,6 +787,8 @@ class ExactRepack:
                                     for a in path:
                                         strict_load[a] = strict_get(a, 0) + n
                                 ok = not fixes or siblings_fit(fixes, u, left_set, members, k)
+                                if ok and bound_takes:
+                                    ok = takes_fit(j, k)
                                 if ok:
                                     members.append((k, d))
                                     ok = choose(j + 1, used + n, more, out)
@@ -1064,17 +1105,24 @@ class ExactRepack:
         """Necessary: every domain finer than the region that holds units still to fill can be filled, to within
         ``spare`` free GPUs, by sums of what may still go there.
 
-        The groups left come as clusters that lie in one domain each: under the outermost group not yet fixed that
-        is bound finer than where its ancestors are fixed (a zone-bound gang's subgroups, say), or alone. A
-        cluster bound no coarser than the domain lies in it whole or not at all; a coarser one may split, one leaf
-        group at a time; either must go there when every unit it may use lies there. The size bounds hold where
-        the last rack of a zone must take the zone-bound groups left and make up the rest in 4-GPU pods, a sum
-        they cannot make: the search then filled the racks before it in thousands of ways, each found wanting
-        one unit later. A zone with no GPU to spare that ran out of 300,000 steps so is proven full in 9,034."""
+        The groups left come as clusters that lie in one domain each (:meth:`_clusters`). A cluster bound no
+        coarser than the domain lies in it whole or not at all; a coarser one may split, one leaf group at a
+        time; either must go there when every unit it may use lies there. The size bounds hold where the last
+        rack of a zone must take the zone-bound groups left and make up the rest in 4-GPU pods, a sum they cannot
+        make: the search then filled the racks before it in thousands of ways, each found wanting one unit later.
+        A zone with no GPU to spare that ran out of 300,000 steps so is proven full in 9,034."""
+        items: dict[tuple[Item, bool], int] = {}
+        for item, _ in self._clusters(units_left, left):
+            items[(item, False)] = items.get((item, False), 0) + 1
+        return self._reach(units_left, items, spare)
+
+    def _clusters(self, units_left: UnitsLeft, left: Sequence[LeafKey]) -> list[tuple[Item, list[LeafKey]]]:
+        """The groups ``left`` as clusters that lie in one domain each, with their leaf groups: under the outermost
+        group not yet fixed that is bound finer than where its ancestors are fixed (a zone-bound gang's subgroups,
+        say), or alone."""
         level = self.tree.dom_level
-        ul = self.unit_level
-        units, free, rem, held = units_left.units, units_left.free, units_left.rem, units_left.held
-        clusters: dict[tuple[int, int, int], list[int]] = {}
+        units = units_left.units
+        found: dict[tuple[int, int, int], list[LeafKey]] = {}
         above: dict[LeafKey, tuple[int, int]] = {}  # per parent group, where its chain confines and binds a leaf
         req, fixed, gangs, need = self.req, self.fixed, self.gangs, self.need
         for k in left:
@@ -1091,27 +1139,37 @@ class ExactRepack:
             w, top = got
             if top < 0 and req[k] > level[w]:
                 top = gi
-            clusters.setdefault((x, top, w) if top >= 0 else (x, -2 - gi, w), []).append(need[k])
+            found.setdefault((x, top, w) if top >= 0 else (x, -2 - gi, w), []).append(k)
         may = units_left.may
-        # (level, GPUs, its leaves' GPUs as (GPUs, count) pairs, units it may use) -> clusters alike
-        items: dict[tuple[int, int, tuple[tuple[int, int], ...], int], int] = {}
-        for (x, top, w), needs in clusters.items():
+        out: list[tuple[Item, list[LeafKey]]] = []
+        for (x, top, w), keys in found.items():
             if w not in may:
                 may[w] = sum(1 << i for i, u in enumerate(units) if self._nests(w, u))
+            needs = [need[k] for k in keys]
             counts = ((needs[0], 1),) if len(needs) == 1 else size_counts(needs)
-            key = (req[(x, top)] if top >= 0 else ul, sum(needs), counts, may[w])
-            items[key] = items.get(key, 0) + 1
-        most: dict[int, int] = {}  # per set of units, the most free GPUs of one
+            out.append(((req[(x, top)] if top >= 0 else self.unit_level, sum(needs), counts, may[w]), keys))
+        return out
+
+    def _reach(self, units_left: UnitsLeft, items: Mapping[tuple[Item, bool], int], spare: int,
+               unit: int = -1) -> bool:
+        """Whether every domain of ``units_left`` can be filled to within ``spare`` free GPUs by the clusters
+        ``items`` (each with whether it may still go to ``unit``, the unit being filled, instead: then it
+        need not go anywhere, and in a domain that holds ``unit`` any of its leaf groups may be left out)."""
+        level = self.tree.dom_level
+        ul = self.unit_level
+        free, rem, held, most = units_left.free, units_left.rem, units_left.held, units_left.most
+        around = self.tree.dom_anc[unit] if unit >= 0 else ()
         for d, cap in rem.items():
             mine = held[d]
             sums = 1  # bit s: some choice puts s GPUs in d
             mask = (1 << (cap + 1)) - 1
-            for (lvl, total, gpus, allowed), alike in items.items():
+            split_here = d in around
+            for ((lvl, total, gpus, allowed), loose), alike in items.items():
                 inside = allowed & mine
-                if not inside:
+                if not inside or not alike:
                     continue
-                forced = not allowed & ~mine
-                if lvl >= level[d]:
+                forced = not loose and not allowed & ~mine
+                if lvl >= level[d] and not (loose and split_here):
                     room = cap
                     if lvl >= ul:
                         room = most.get(inside, -1)
@@ -1121,12 +1179,16 @@ class ExactRepack:
                         if forced:
                             return False
                         continue
-                    sums = sums << total * alike if forced else _up_to(sums, total, alike)
+                    if forced:
+                        sums <<= total * alike
+                    else:
+                        sums = sums | sums << total if alike == 1 else _up_to(sums, total, alike)
                 elif forced:
                     sums <<= total * alike
                 else:
                     for n, count in gpus:
-                        sums = _up_to(sums, n, count * alike)
+                        count *= alike
+                        sums = sums | sums << n if count == 1 else _up_to(sums, n, count)
                 sums &= mask
                 if not sums:
                     return False

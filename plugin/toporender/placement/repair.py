@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 from toporender.placement import fit
 from toporender.placement.compiled import CompiledGang, LeafCheck, SearchContext, search_over
-from toporender.placement.exact import EXACT_MAX_NODES, ExactRepack, OutOfSteps
+from toporender.placement.exact import EXACT_MAX_NODES, ExactRepack
 from toporender.placement.fit import Fitter
 from toporender.placement.node_fill import NodeFill
-from toporender.placement.resumable import ResumableSearch
 from toporender.placement.tree import ROOT
 
 # Budgets of the repair search in steps; they depend only on the gangs seen so far.
@@ -52,24 +51,6 @@ to the first order with gangs bound to nothing as parts, then restarts in orders
 can spend any budget under one wrong early choice, and orders fail on different regions): where gangs are given
 whole domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first,
 then most free first."""
-EXACT_RESUME_STEPS = 200_000
-"""Steps more for each of the first two long orders where it ran out of its own, once the gang's share (or the
-run's steps) is spent and before the late searches: it goes on where it stopped (see
-:mod:`toporender.placement.resumable`) rather than starting again, so these steps explore only new ground. The
-first long order of a pool of 15 gangs needs 296,251 steps to admit a gang whose other orders and restarts find
-nothing in the rest of its share, that of another pool 389,304 (200,000 of its own, 189,304 resumed; 255,587
-once the exact search checked the groups a unit leaves out as it leaves them), and the second order of a pool
-of 12 gangs 77,898; taken from the share instead, the restarts' last 100,000 steps, they
-left out a gang that the 61st restart admits."""
-RESUMED_ORDERS = 2
-"""The long orders that are resumed where they ran out: the first and the second. The wide order and the restarts
-are not: restarts are short by design, and a first order and a second resumed that find nothing spend
-``EXACT_RESUME_RUN_STEPS``."""
-EXACT_RESUME_RUN_STEPS = 300_000
-"""Steps of all those resumed searches of one run that end without an answer: kept apart from ``EXACT_RUN_STEPS``,
-so that where they fail the other searches have the steps they had without them. A first order resumed in vain
-leaves the second 100,000: with 200,000 the second order of the pool of 12 gangs above was not resumed, and its
-gang was left out."""
 EXACT_SECOND_STEPS = 50_000
 """Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the gang's share."""
 EXACT_WIDE_STEPS = 100_000
@@ -122,7 +103,7 @@ NODE_FILL_STEPS = 30_000
 NODE_FILL_RUN_STEPS = 60_000
 """Steps of all node-by-node searches of one run."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
-                  "node": NODE_FILL_RUN_STEPS, "resume": EXACT_RESUME_RUN_STEPS}
+                  "node": NODE_FILL_RUN_STEPS}
 """Per side budget, the steps of one run's searches charged to it when they end without an answer."""
 EXACT_REGIONS = 3
 """Regions smaller than the pool searched exactly per gang that the bounded repair could not admit (finest
@@ -141,7 +122,10 @@ without a verdict, and the run's steps are then left to the gangs after it: in a
 search may need 322,000 steps (both orders, then restarts). A pool's search may need more: a gang whose short
 searches find nothing, where 37 of 200 orders admit it within 20,000 steps and none within 3,700, needs long
 restarts after both long orders (670,000 steps in all), and the pool's search for an 18-GPU gang after 12
-earlier ones admits it only with a share of about 815,000 (and the run's 853,000)."""
+earlier ones admits it only with a share of about 815,000 (and the run's 853,000). Since the exact search checks
+each group a unit takes against the later units' subset sums, none of the 40 slowest varied development pools
+and the tests' cases places fewer GPUs with the run's steps cut to one gang's share, nor eight of them with the
+share as large as the run: the margin and the share now bound the worst case more than they admit gangs."""
 EXACT_LATE_STEPS = 20_000
 """Steps of the exact searches of one region once the run's ``EXACT_RUN_STEPS`` (or the gang's
 ``EXACT_GANG_STEPS``) are spent: a gang that no arrangement admits can spend them all, and a later region, or a
@@ -472,8 +456,7 @@ class Repairer(Fitter):
         # a short search (where one-GPU pods bind nothing, followed by one giving those pods nodes last, fluid),
         # then short restarts. Long: old domains first for half the steps, then in the plain order; where old
         # domains order no choice, units fewest free GPUs first for half the steps, then most free first; then the
-        # first order with gangs bound to nothing as parts, then long restarts; once the gang's share is spent, the
-        # first two orders resumed where they ran out (EXACT_RESUME_STEPS). Once the run's steps are spent, a
+        # first order with gangs bound to nothing as parts, then long restarts. Once the run's steps are spent, a
         # short search with units most free first comes right after the first try
         steered = False
         # one sequence of restarts: its first terms short, the rest after the long searches
@@ -501,62 +484,43 @@ class Repairer(Fitter):
                       for seed, n in rest for wide in (True, False)]
         # where a wide search makes parts and a plain one none, each restart's length is searched both ways
         refuted = rs.refuted
-        paused: list[ResumableSearch[dict[int, dict[int, int]]]] = []
-        try:
-            for ti, (preferred, fluid, steps, old, seed, wide, side) in enumerate(tries):
-                late = self._late()
-                left = (min(rs.late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
-                        else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
-                if paused and late:
-                    found, proven = self._resume(paused)
-                    if found is not None or proven:
-                        break
-                side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
-                budget = min(steps, left, side_left)
-                if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
-                    if seed and not side:
-                        break  # the run's (or the gang's) steps are spent: no later try has any
+        for preferred, fluid, steps, old, seed, wide, side in tries:
+            late = self._late()
+            left = (min(rs.late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
+                    else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
+            side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
+            budget = min(steps, left, side_left)
+            if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
+                if seed and not side:
+                    break  # the run's (or the gang's) steps are spent: no later try has any
+                continue
+            if wide:
+                # gangs bound to nothing as parts, only where that makes parts; for a restart, only where a plain
+                # search makes none (a plain one with parts is the restart's one form)
+                if rs.ways is None:
+                    made = bool(ExactRepack(tree, region, gs, 0, wide=True).whole_of)
+                    rs.ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
+                if not rs.ways[0] or (seed and not rs.ways[1]):
                     continue
-                if wide:
-                    # gangs bound to nothing as parts, only where that makes parts; for a restart, only where a plain
-                    # search makes none (a plain one with parts is the restart's one form)
-                    if rs.ways is None:
-                        made = bool(ExactRepack(tree, region, gs, 0, wide=True).whole_of)
-                        rs.ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
-                    if not rs.ways[0] or (seed and not rs.ways[1]):
-                        continue
-                    search = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
-                else:
-                    search = ExactRepack(tree, region, gs, budget, preferred, old,
-                                         most_free_first=old is None and not steered, fluid=fluid,
-                                         refuted=None if preferred or fluid else refuted, shuffle=seed)
-                if not preferred and not fluid and old is not None:
-                    steered = search.steers
-                if not short and ti < RESUMED_ORDERS and not late and budget == steps:
-                    resumable = ResumableSearch(search, OutOfSteps)
-                    ended = resumable.run(budget)
-                    found, proven = resumable.found, ended and resumable.found is None
-                    if not ended:
-                        paused.append(resumable)
-                else:
-                    found = search.solve()
-                    proven = not preferred and not fluid and search.steps <= search.budget
-                if late:
-                    self.late_spent += search.steps
-                    rs.late_left -= search.steps
-                elif side and found is None and not proven:
-                    self.side_spent[side] += search.steps
-                else:
-                    self.exact_spent += search.steps
-                    self.gang_exact_spent += search.steps
-                if found is not None or proven:
-                    break  # admitted, or proven impossible
+                search = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
             else:
-                if paused:
-                    found, proven = self._resume(paused)
-        finally:
-            for resumable in paused:
-                resumable.close()
+                search = ExactRepack(tree, region, gs, budget, preferred, old,
+                                     most_free_first=old is None and not steered, fluid=fluid,
+                                     refuted=None if preferred or fluid else refuted, shuffle=seed)
+            if not preferred and not fluid and old is not None:
+                steered = search.steers
+            found = search.solve()
+            proven = not preferred and not fluid and search.steps <= search.budget
+            if late:
+                self.late_spent += search.steps
+                rs.late_left -= search.steps
+            elif side and found is None and not proven:
+                self.side_spent[side] += search.steps
+            else:
+                self.exact_spent += search.steps
+                self.gang_exact_spent += search.steps
+            if found is not None or proven:
+                break  # admitted, or proven impossible
         rs.proven = proven
         if found is None and not short and not proven:
             found = self._node_fill(region, gs)
@@ -571,30 +535,6 @@ class Repairer(Fitter):
         self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
         self.exact_notes.pop(gang.idx, None)
         return True
-
-    def _resume(self, paused: list[ResumableSearch[dict[int, dict[int, int]]]]
-                ) -> tuple[dict[int, dict[int, int]] | None, bool]:
-        """The long orders' searches that ran out of steps, in order, each resumed for ``EXACT_RESUME_STEPS`` of
-        the run's side budget for them, then closed, until one ends: what it found, and whether it has proven that
-        nothing is there to find. Steps that end without an answer are charged to that budget, as the other side
-        searches' are. Each search resumed leaves ``paused``; the caller closes those left."""
-        found, proven = None, False
-        while paused and found is None and not proven:
-            resumable = paused.pop(0)
-            left = SIDE_RUN_STEPS["resume"] - self.side_spent["resume"]
-            steps = resumable.search.steps
-            try:
-                ended = left > 0 and resumable.run(min(EXACT_RESUME_STEPS, left))
-            finally:
-                resumable.close()
-            spent = resumable.search.steps - steps
-            if ended:
-                self.exact_spent += spent
-                self.gang_exact_spent += spent
-            else:
-                self.side_spent["resume"] += spent
-            found, proven = resumable.found, ended and resumable.found is None
-        return found, proven
 
     def _node_fill(self, region: int, gs: list[CompiledGang]) -> dict[int, dict[int, int]] | None:
         """The last try of a tight region (slack of at most ``NODE_FILL_SLACK`` GPUs) that the unit-by-unit searches
