@@ -1166,7 +1166,7 @@ class ExactRepack:
             split_here = d in around
             for ((lvl, total, gpus, allowed), loose), alike in items.items():
                 inside = allowed & mine
-                if not inside or not alike:
+                if not inside:
                     continue
                 forced = not loose and not allowed & ~mine
                 if lvl >= level[d] and not (loose and split_here):
