@@ -597,6 +597,46 @@ def test_subset_sums_bound_the_units_left(monkeypatch: pytest.MonkeyPatch, frees
     assert bounded.steps < unbounded.steps <= unbounded.budget
 
 
+@pytest.mark.parametrize(("frees", "groups", "first"), [
+    ([[8, 6], [8, 4], [4]], [[("rack", [1] * 13)]], {"r0"}),  # only r0 has 13 free
+    ([[8, 6], [8, 4], [4]], [[("rack", [1] * 10)]], set()),  # r0 and r1 have room
+    ([[8, 6], [8, 4], [4]], [[("rack", [1] * 13)], [("rack", [1] * 11)]], {"r0"}),
+    ([[8, 6], [8, 4], [4]], [[("rack", [1] * 13), ("rack", [1] * 12)]], {"r0"}),  # 12 fits r0 or r1
+    ([[8, 6], [8, 4], [4]], [[("zone", [1] * 13)]], set()),  # a zone-bound group fits the zone, so any rack
+    ([[2], [3], [1]], [[("rack", [2, 1])]], {"r1"}),
+])
+def test_units_that_alone_have_room_for_a_group(frees: list[list[int]], groups: list[list[tuple[str, list[int]]]],
+                                                 first: set[str]) -> None:
+    """The units that are the only ones with room for some group, by GPUs alone: the order of its own that the
+    long first search fills them in first."""
+    tree = _racks(frees)
+    gangs = Packer(tree, [_gang(f"g{i}", g) for i, g in enumerate(groups)]).gangs
+    search = ExactRepack(tree, ROOT, gangs, 0, only_first=True)
+    units = [tree.dom_of(k) for k in tree.index[(ROOT, search.unit_level)]]
+    assert {tree.dom_path[u][-1] for u in search._only_units(units, search.leaves)} == first
+
+
+def test_the_only_rack_with_room_for_a_block_bound_gang_is_filled_first() -> None:
+    """Fresh varied 30034's pool search (eight earlier gangs and g00009; six racks, one per block, 12-47 free
+    GPUs): g00001's 45 GPUs, bound to one block, fit only the 47-GPU rack. Fewest free GPUs first fills that
+    rack last, and 50,000 steps find no arrangement; with it filled first the search admits g00009."""
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    inst = FAMILIES["varied"][0](30034)
+    tree = Tree(inst.inventory, FAMILY_LEVELS, {})
+    compiled = Packer(tree, inst.gangs).gangs
+    gangs = [compiled[i] for i in (0, 1, 2, 3, 4, 5, 6, 7, 9)]
+    (zone,) = tree.index[(ROOT, 0)]  # the pool's one zone
+    region = tree.dom_of(zone)
+    plain = ExactRepack(tree, region, gangs, 50_000)
+    assert plain.solve() is None
+    assert plain.steps > plain.budget
+    first = ExactRepack(tree, region, gangs, 100_000, only_first=True)
+    found = first.solve()
+    assert found is not None
+    assert_arrangement(tree, gangs, found)
+
+
 def test_pods_kept_off_tainted_nodes_must_fit_the_others() -> None:
     """Three untainted and two tainted nodes of 8 GPUs in one clique. Gang a tolerates the taint; gang b asks 25
     GPUs (a 2-GPU pod and 23 of 1 GPU) and does not: 33 GPUs fit the 40 free, but b's pods fit only the 24

@@ -6,9 +6,10 @@ the region is small, this search decides it exactly, up to a fixed step budget. 
 for bin packing: it fills one *unit* (a domain of the coarsest level any leaf group is bound to; units share no
 node) at a time instead of placing one group at a time:
 
-* units are taken in order of free GPUs, fewest first (or, as a second try, most first); for each, a
-  depth-first search chooses the leaf groups it holds, largest first, each of a finer level in one of the
-  unit's domains of that level (best fit first);
+* units are taken in order of free GPUs, fewest first (or, as a second try, most first; or, as another, those
+  that are the only ones with room for some group first: that group is decided before other units take what
+  the rest must be filled with); for each, a depth-first search chooses the leaf groups it holds, largest
+  first, each of a finer level in one of the unit's domains of that level (best fit first);
 * the GPUs a unit leaves free are lost to the groups still to place, so each unit may leave at most the slack
   (free GPUs minus GPUs asked) not yet lost, and the groups left must fit, size by size, the whole pods the
   units after it can take (those that may use no tainted node, on their untainted nodes), which is checked
@@ -157,8 +158,12 @@ class ExactRepack:
     def __init__(self, tree: Tree, region: int, gangs: Sequence[CompiledGang], budget: int,
                  preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None,
                  most_free_first: bool = False, wide: bool = False, fluid: bool = False,
-                 refuted: set[tuple[int, frozenset[int]]] | None = None, shuffle: int = 0):
+                 refuted: set[tuple[int, frozenset[int]]] | None = None, shuffle: int = 0,
+                 only_first: bool = False):
         self.tree = tree
+        self.only_first = only_first
+        """Whether the units that are the only ones with room for some group (:meth:`_only_units`) come first,
+        before the order by free GPUs: an order of its own, for a search the plain one has already run short in."""
         self.shuffle = shuffle
         """A restart's seed, or 0: units, and the domains whole gangs are given first, in an order mixed from it
         (:func:`_mixed`) instead of by free GPUs."""
@@ -598,6 +603,9 @@ class ExactRepack:
             units = [self.region]
         units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]),
                        reverse=self.most_free_first)
+        if self.only_first:
+            first = self._only_units(units, leaves)
+            units.sort(key=lambda u: u not in first)
         if self.shuffle:
             units.sort(key=lambda u: _mixed(self.shuffle, rank[u]))
         need = self.need
@@ -867,6 +875,23 @@ class ExactRepack:
         if found_fluid:
             self.members[FLUID] = found_fluid
         return True
+
+    def _only_units(self, units: list[int], leaves: list[LeafKey]) -> set[int]:
+        """The units that are the only ones with room for some group bound finer than the region, by its GPUs
+        against the free GPUs of the domain of its level that holds the unit (the unit itself for a group bound
+        to the units' level or finer). Worked out as a domain's search starts, when no group is fixed yet."""
+        anc = self.tree.dom_anc
+        groups: dict[LeafKey, list[int]] = {}
+        for k in leaves:
+            for g, r in ((k, self.level[k]), *self._bound_above(k)):
+                if r > self.rlvl:
+                    groups.setdefault(g, [min(r, self.unit_level), 0])[1] += self.need[k]
+        only: set[int] = set()
+        for lvl, n in groups.values():
+            fits = [u for u in units if self._free(anc[u][lvl + 1]) >= n]
+            if len(fits) == 1:
+                only.add(fits[0])
+        return only
 
     def _fluid_keys(self, leaves: list[LeafKey]) -> list[LeafKey]:
         """The leaf groups :attr:`fluid` leaves out of the units: one pod of one GPU, made by :meth:`_pods_apart`,

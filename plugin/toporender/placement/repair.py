@@ -43,14 +43,15 @@ REPAIR_KEEP_BREAKS = 2
 REPAIR_KEEP_RUN_STEPS = 50_000
 """Steps of all those searches of one run that find nothing."""
 EXACT_STEPS = 400_000
-"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as one gang may
-take (``EXACT_GANG_STEPS``), since a tight region can need most of them and the run's budget bounds the worst case
-all the same. Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
-``EXACT_SHORT_RESTARTS``) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order, ``EXACT_WIDE_STEPS``
-to the first order with gangs bound to nothing as parts, then restarts in orders of their own (a depth-first search
-can spend any budget under one wrong early choice, and orders fail on different regions): where gangs are given
-whole domains first, each gang's old domain first, then the plain order; elsewhere units fewest free GPUs first,
-then most free first."""
+"""Steps of one exact re-packing of a small region (see :mod:`toporender.placement.exact`): as many as one gang may take
+(``EXACT_GANG_STEPS``), since a tight region can need most of them and the run's budget bounds the worst case all the
+same. Half go to a first search (after short searches: ``EXACT_QUICK_STEPS`` in its order, then
+``EXACT_SHORT_RESTARTS``; so that it does not repeat the short one's first steps, units that are the only ones with
+room for some group come first) and, if it runs out, ``EXACT_SECOND_STEPS`` to one in another order,
+``EXACT_WIDE_STEPS`` to the first order with gangs bound to nothing as parts, then restarts in orders of their own (a
+depth-first search can spend any budget under one wrong early choice, and orders fail on different regions): where
+gangs are given whole domains first, each gang's old domain first, then the plain order; elsewhere units fewest free
+GPUs first, then most free first."""
 EXACT_SECOND_STEPS = 50_000
 """Steps of the second order's search; restarts (``EXACT_RESTART_STEPS``) take the rest of the gang's share."""
 EXACT_WIDE_STEPS = 100_000
@@ -163,6 +164,25 @@ class RegionSearch:
     ways: tuple[bool, bool] | None = None
     """Whether gangs bound to nothing make parts in a wide search, and a plain one makes none (worked out at the
     first wide try of either part: it depends on the gangs and the region's domains, not on what is free)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExactTry:
+    """One exact search of a region, as :meth:`Repairer._exact` runs them in turn."""
+
+    steps: int
+    old: dict[int, dict[int, int]] | None = None
+    """Where the moved gangs were: a gang given a whole domain tries its old one first."""
+    preferred: bool = False
+    """Each gang inside one domain of its preferred level."""
+    fluid: bool = False
+    seed: int = 0
+    """A restart's seed: units and domains in an order mixed from it."""
+    wide: bool = False
+    side: str = ""
+    """The side budget (``SIDE_RUN_STEPS``) charged if the search ends undecided; "" for none."""
+    only_first: bool = False
+    """Units that are the only ones with room for some group first."""
 
 
 def _luby() -> Iterator[int]:
@@ -454,68 +474,70 @@ class Repairer(Fitter):
         proven = False
         # short: each gang inside one domain of its preferred level first (fewest domains), then only as required:
         # a short search (where one-GPU pods bind nothing, followed by one giving those pods nodes last, fluid),
-        # then short restarts. Long: old domains first for half the steps, then in the plain order; where old
-        # domains order no choice, units fewest free GPUs first for half the steps, then most free first; then the
+        # then short restarts. Long: old domains first for half the steps (units that are the only ones with room
+        # for some group first), then in the plain order; where old domains order no choice, units fewest free
+        # GPUs first for half the steps (the same units first), then most free first; then the
         # first order with gangs bound to nothing as parts, then long restarts. Once the run's steps are spent, a
         # short search with units most free first comes right after the first try
         steered = False
         # one sequence of restarts: its first terms short, the rest after the long searches
         restarts = list(enumerate(_luby(), 1))
         first, rest = restarts[:EXACT_SHORT_RESTARTS], restarts[EXACT_SHORT_RESTARTS:]
-        # (preferred, fluid, steps, old domains, restart seed, wide, side budget charged if undecided: "" for none)
-        tries: list[tuple[bool, bool, int, dict[int, dict[int, int]] | None, int, bool, str]]
+        tries: list[ExactTry]
         if short:
-            tries = [(True, False, EXACT_PREFERRED_STEPS, before, 0, False, "")]
+            tries = [ExactTry(EXACT_PREFERRED_STEPS, before, preferred=True)]
             if self._late():
-                tries.append((False, False, EXACT_QUICK_STEPS, None, 0, False, ""))
+                tries.append(ExactTry(EXACT_QUICK_STEPS))
             if ExactRepack(tree, region, gs, 0, fluid=True).fluid:
                 # the fluid search proves nothing: a short search only as required first, which ends most searches
-                tries += [(False, False, EXACT_QUICK_STEPS, before, 0, False, "fluid"),
-                          (False, True, EXACT_FLUID_STEPS, before, 0, False, "fluid")]
+                tries += [ExactTry(EXACT_QUICK_STEPS, before, side="fluid"),
+                          ExactTry(EXACT_FLUID_STEPS, before, fluid=True, side="fluid")]
             else:
-                tries.append((False, False, EXACT_QUICK_STEPS, before, 0, False, "short"))
-            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, wide, "short")
+                tries.append(ExactTry(EXACT_QUICK_STEPS, before, side="short"))
+            tries += [ExactTry(EXACT_RESTART_STEPS * n, seed=seed, wide=wide, side="short")
                       for seed, n in first for wide in (True, False)]
         else:
-            tries = [(False, False, EXACT_STEPS // 2, before, 0, False, ""),
-                     (False, False, EXACT_SECOND_STEPS, None, 0, False, ""),
-                     (False, False, EXACT_WIDE_STEPS, None, 0, True, "")]
-            tries += [(False, False, EXACT_RESTART_STEPS * n, None, seed, wide, "")
+            # the long first order repeats the short one's first steps unless its units come in an order of
+            # their own
+            tries = [ExactTry(EXACT_STEPS // 2, before, only_first=True), ExactTry(EXACT_SECOND_STEPS),
+                     ExactTry(EXACT_WIDE_STEPS, wide=True)]
+            tries += [ExactTry(EXACT_RESTART_STEPS * n, seed=seed, wide=wide)
                       for seed, n in rest for wide in (True, False)]
         # where a wide search makes parts and a plain one none, each restart's length is searched both ways
         refuted = rs.refuted
-        for preferred, fluid, steps, old, seed, wide, side in tries:
+        for t in tries:
             late = self._late()
             left = (min(rs.late_left, EXACT_LATE_RUN_STEPS - self.late_spent) if late
                     else min(EXACT_RUN_STEPS - self.exact_spent, EXACT_GANG_STEPS - self.gang_exact_spent))
-            side_left = SIDE_RUN_STEPS[side] - self.side_spent[side] if side else steps
-            budget = min(steps, left, side_left)
-            if budget <= 0 or (preferred and all(g.pref is None for x in gs for g in x.groups)):
-                if seed and not side:
+            side_left = SIDE_RUN_STEPS[t.side] - self.side_spent[t.side] if t.side else t.steps
+            budget = min(t.steps, left, side_left)
+            if budget <= 0 or (t.preferred and all(g.pref is None for x in gs for g in x.groups)):
+                if t.seed and not t.side:
                     break  # the run's (or the gang's) steps are spent: no later try has any
                 continue
-            if wide:
+            if t.wide:
                 # gangs bound to nothing as parts, only where that makes parts; for a restart, only where a plain
                 # search makes none (a plain one with parts is the restart's one form)
                 if rs.ways is None:
                     made = bool(ExactRepack(tree, region, gs, 0, wide=True).whole_of)
                     rs.ways = (made, made and not ExactRepack(tree, region, gs, 0).whole_of)
-                if not rs.ways[0] or (seed and not rs.ways[1]):
+                if not rs.ways[0] or (t.seed and not rs.ways[1]):
                     continue
-                search = ExactRepack(tree, region, gs, budget, wide=True, shuffle=seed)
+                search = ExactRepack(tree, region, gs, budget, wide=True, shuffle=t.seed)
             else:
-                search = ExactRepack(tree, region, gs, budget, preferred, old,
-                                     most_free_first=old is None and not steered, fluid=fluid,
-                                     refuted=None if preferred or fluid else refuted, shuffle=seed)
-            if not preferred and not fluid and old is not None:
+                search = ExactRepack(tree, region, gs, budget, t.preferred, t.old,
+                                     most_free_first=t.old is None and not steered, fluid=t.fluid,
+                                     refuted=None if t.preferred or t.fluid else refuted, shuffle=t.seed,
+                                     only_first=t.only_first)
+            if not t.preferred and not t.fluid and t.old is not None:
                 steered = search.steers
             found = search.solve()
-            proven = not preferred and not fluid and search.steps <= search.budget
+            proven = not t.preferred and not t.fluid and search.steps <= search.budget
             if late:
                 self.late_spent += search.steps
                 rs.late_left -= search.steps
-            elif side and found is None and not proven:
-                self.side_spent[side] += search.steps
+            elif t.side and found is None and not proven:
+                self.side_spent[t.side] += search.steps
             else:
                 self.exact_spent += search.steps
                 self.gang_exact_spent += search.steps
