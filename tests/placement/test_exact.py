@@ -612,8 +612,7 @@ def test_units_that_alone_have_room_for_a_group(frees: list[list[int]], groups: 
     tree = _racks(frees)
     gangs = Packer(tree, [_gang(f"g{i}", g) for i, g in enumerate(groups)]).gangs
     search = ExactRepack(tree, ROOT, gangs, 0, only_first=True)
-    units = [tree.dom_of(k) for k in tree.index[(ROOT, search.unit_level)]]
-    assert {tree.dom_path[u][-1] for u in search._only_units(units, search.leaves)} == first
+    assert {tree.dom_path[u][-1] for u in search._only_units(search._units(), search.leaves)} == first
 
 
 def test_the_only_rack_with_room_for_a_block_bound_gang_is_filled_first() -> None:

@@ -597,12 +597,7 @@ class ExactRepack:
         members are in ``members``."""
         tree = self.tree
         rank = tree.rank
-        if self.unit_level > self.rlvl:
-            units = [tree.dom_of(k) for k in tree.index.get((self.region, self.unit_level), [])]
-        else:
-            units = [self.region]
-        units = sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]),
-                       reverse=self.most_free_first)
+        units = self._units()
         if self.only_first:
             first = self._only_units(units, leaves)
             units.sort(key=lambda u: u not in first)
@@ -875,6 +870,17 @@ class ExactRepack:
         if found_fluid:
             self.members[FLUID] = found_fluid
         return True
+
+    def _units(self) -> list[int]:
+        """The region's units with free GPUs, fewest free first (most free first where asked): the order
+        :meth:`_fill_units` starts from."""
+        tree = self.tree
+        if self.unit_level > self.rlvl:
+            units = [tree.dom_of(k) for k in tree.index.get((self.region, self.unit_level), [])]
+        else:
+            units = [self.region]
+        return sorted((u for u in units if self._free(u) > 0), key=lambda u: (self._free(u), tree.rank[u]),
+                      reverse=self.most_free_first)
 
     def _only_units(self, units: list[int], leaves: list[LeafKey]) -> set[int]:
         """The units that are the only ones with room for some group bound finer than the region, by its GPUs

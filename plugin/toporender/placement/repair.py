@@ -176,9 +176,11 @@ class ExactTry:
     preferred: bool = False
     """Each gang inside one domain of its preferred level."""
     fluid: bool = False
+    """One-GPU pods bound to nothing given nodes after the other groups (``fluid`` in :class:`ExactRepack`)."""
     seed: int = 0
     """A restart's seed: units and domains in an order mixed from it."""
     wide: bool = False
+    """Gangs bound to nothing as parts (``wide`` in :class:`ExactRepack`)."""
     side: str = ""
     """The side budget (``SIDE_RUN_STEPS``) charged if the search ends undecided; "" for none."""
     only_first: bool = False
@@ -497,8 +499,6 @@ class Repairer(Fitter):
             tries += [ExactTry(EXACT_RESTART_STEPS * n, seed=seed, wide=wide, side="short")
                       for seed, n in first for wide in (True, False)]
         else:
-            # the long first order repeats the short one's first steps unless its units come in an order of
-            # their own
             tries = [ExactTry(EXACT_STEPS // 2, before, only_first=True), ExactTry(EXACT_SECOND_STEPS),
                      ExactTry(EXACT_WIDE_STEPS, wide=True)]
             tries += [ExactTry(EXACT_RESTART_STEPS * n, seed=seed, wide=wide)
