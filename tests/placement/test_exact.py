@@ -102,10 +102,10 @@ CASES = [
                            "out (was 105)"),
     ("fragmented", 10351, 497, "g00046 spends its share of exact steps in one zone; the other zone, searched "
                                "with late steps, admits it (465 when a spent share ended the gang's searches)"),
-    ("fragmented", 11536, 444, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "
+    ("fragmented", 11536, 436, "g00023, which no arrangement admits, and g00029 each spent 200,000 exact steps in the "
                                "first order without a verdict, the run's 400,000 then; short restarts in other orders "
-                               "refuse g00023 in 145 steps and admit g00029 in 410, and the run then admits "
-                               "g00036 (was 436)"),
+                               "refuse g00023 in 145 steps and admit g00029 in 410; g00036's search then "
+                               "runs out of steps (see test_a_tighter_arrangement_can_cost_a_later_gang)"),
     ("fragmented", 12321, 445, "g00016: its zone (no GPU to spare) ran out of steps, rack fillings that left a later "
                                "rack no sum its groups make; bounded by subset sums, the search proves in 9,034 steps "
                                "that the zone has no room, and the pool's first order admits it (was 431)"),
@@ -148,15 +148,31 @@ def test_later_gangs_are_searched_once_the_run_spent_its_exact_steps(monkeypatch
     """A gang that no arrangement admits can spend the run's exact steps, or its own share of them; later
     regions are still searched, each with ``EXACT_LATE_STEPS`` of the run's late steps. Here the run's own (or
     every gang's share) are spent before the first gang: the late ones alone reach the optimum, and without them
-    these instances place less."""
+    these instances place less. The searches that re-place moved gangs on fewer domains are off: the arrangements
+    they make change which later searches run out of steps (with them, 3097 places 239 GPUs either way, 3067
+    299)."""
     from instances import FAMILIES, FAMILY_LEVELS, check_plan
 
     monkeypatch.setattr(repair, spent, 0)
     monkeypatch.setattr(repair, "EXACT_LATE_RUN_STEPS", late)
+    monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight", 0)
     inst = FAMILIES["mixed"][0](seed)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus
+
+
+def test_a_tighter_arrangement_can_cost_a_later_gang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The searches that re-place the moved gangs on fewer domains change where later gangs' searches look: on
+    fragmented 11536 the exact search for g00036 (one 8-GPU pod) finds room among the looser arrangement and runs
+    out of steps among the tighter one. The trade the measured sets show none of, kept in view here."""
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight", 0)
+    inst = FAMILIES["fragmented"][0](11536)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert plan.placed_gpus == 444
+    assert plan.gangs["g00036"].placed
 
 
 def test_restarts_admit_what_two_long_searches_miss(monkeypatch: pytest.MonkeyPatch) -> None:

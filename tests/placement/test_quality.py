@@ -130,7 +130,7 @@ def test_a_gang_the_exact_search_could_not_decide_says_so(monkeypatch: pytest.Mo
     monkeypatch.setattr(repair, "EXACT_RUN_STEPS", run_steps)
     inst = family_instance(3033)
     reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00012"].reason
-    assert reason.endswith(f"blocked by earlier gangs g00001, g00005; {verdict}")
+    assert reason.endswith(f"blocked by earlier gangs g00001; {verdict}")
 
 
 def test_a_gang_the_exact_search_proved_unfit_says_so() -> None:
@@ -161,16 +161,20 @@ def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:
 SPREAD = [
     # (family, development seed, GPUs placed, level, gangs over more than one domain of it)
     # without re-placing the gangs a re-arrangement moved, 5, 3 and 6 gangs were spread for the same GPUs
-    ("mixed", 3034, 251, "block", ["g00000", "g00002"]),
+    ("mixed", 3034, 251, "block", ["g00007"]),
     ("mixed", 3095, 236, "block", ["g00001"]),
     # before the repair searched first with the moved gangs kept inside the blocks they used, 4 gangs here
-    ("mixed", 3084, 243, "block", ["g00000", "g00003"]),
+    ("mixed", 3084, 243, "block", ["g00000", "g00007"]),
     # before the gangs of an admitting re-arrangement were re-placed together, largest first, 3, 3, 3 and 1 gangs
     # were spread for the same GPUs
     ("varied", 1062, 51, "rack", ["g00002"]),
     ("varied", 1091, 221, "rack", ["g00001", "g00003"]),
-    ("varied", 1139, 209, "rack", ["g00016"]),
+    ("varied", 1139, 209, "rack", ["g00017"]),
     ("varied", 1161, 194, "rack", []),
+    # before exact searches bound the moved gangs to the levels they lay in one domain of, 6, 7 and 3 gangs
+    ("varied", 35000, 383, "rack", ["g00008", "g00009"]),
+    ("varied", 35003, 135, "rack", ["g00013", "g00014"]),
+    ("varied", 35024, 168, "block", ["g00002"]),
 ]
 
 
@@ -327,12 +331,27 @@ def test_without_the_kept_searches_the_moved_gangs_spread(monkeypatch: pytest.Mo
     from toporender.placement import repair
 
     monkeypatch.setitem(repair.SIDE_RUN_STEPS, "keep", 0)
+    monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight", 0)
     inst = FAMILIES["mixed"][0](3084)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert plan.placed_gpus == 243
     block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
     got = sorted(k for k, g in plan.gangs.items() if len({block[n] for n in g.pod_nodes.values()}) > 1)
     assert got == ["g00000", "g00002", "g00003", "g00005"]
+
+
+def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from instances import FAMILIES, FAMILY_LEVELS
+
+    from toporender.placement import repair
+
+    monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight", 0)
+    inst = FAMILIES["varied"][0](35003)
+    plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+    assert plan.placed_gpus == 135
+    rack = {n.name: n.labels["rack"] for n in inst.inventory.nodes}
+    got = [k for k, g in plan.gangs.items() if len({rack[n] for n in g.pod_nodes.values()}) > 1]
+    assert len(got) == 7
 
 
 def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> None:

@@ -3,7 +3,8 @@
 The gangs lying inside one region (a domain of the new gang's required level, then coarser ones up to the
 pool) are lifted, assigned whole to domains of their required level (a search of its own), and each domain is
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
-the gangs of an admission are then placed again, together and one by one, where that spans fewer domains.
+the gangs of an admission are then placed again, together and one by one, where that spans fewer domains; in
+small pools exact searches first bind them to finer levels than they ask (see ``Repairer._tighten``).
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
 before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
 first two orders is tried with gangs bound to nothing as parts, then restarted in other orders (each both as parts
@@ -14,6 +15,7 @@ work.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -103,9 +105,16 @@ NODE_FILL_STEPS = 30_000
 """Steps of one node-by-node search."""
 NODE_FILL_RUN_STEPS = 60_000
 """Steps of all node-by-node searches of one run."""
+TIGHT_STEPS = 20_000
+"""Steps of one exact search that keeps every moved gang as tight as it was (see ``Repairer._tighten``)."""
+TIGHT_RUN_STEPS = 500_000
+"""Steps of all those searches of one run together."""
+TIGHT_ROUNDS = 3
+"""Rounds of binding one gang at a time to a finer level (see ``Repairer._tighten``)."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
-                  "node": NODE_FILL_RUN_STEPS}
-"""Per side budget, the steps of one run's searches charged to it when they end without an answer."""
+                  "node": NODE_FILL_RUN_STEPS, "tight": TIGHT_RUN_STEPS}
+"""Per side budget, the steps of one run's searches charged to it when they end without an answer (the tight
+searches' whatever they find)."""
 EXACT_REGIONS = 3
 """Regions smaller than the pool searched exactly per gang that the bounded repair could not admit (finest
 first); the pool itself, when small, is searched after them all the same. It holds every gang, so it stands in
@@ -469,6 +478,7 @@ class Repairer(Fitter):
         region, movable = rs.region, rs.movable
         gs = [self.gangs[m] for m in movable] + [gang]
         before = {m: dict(self.assign.get(m, {})) for m in movable}
+        was_in = {m: tree.dom_level[self.lca[m]] for m in movable if m in self.lca}
         mark = len(self.log)
         for m in movable:
             self._release(m)
@@ -552,11 +562,82 @@ class Repairer(Fitter):
                 self.exact_notes[gang.idx] = self._exact_note(region, len(movable), proven)
             return False
         self._take_found(gs, found)
+        self._tighten(gs, region, was_in, before)
         self._settle(x.idx for x in gs)
         self._polish(gs, region)
         self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
         self.exact_notes.pop(gang.idx, None)
         return True
+
+    def _tighten(self, gs: list[CompiledGang], region: int, was_in: dict[int, int],
+                 before: dict[int, dict[int, int]]) -> None:
+        """Re-arrange the just placed ``gs`` on fewer domains, by exact searches that bind gangs to finer levels
+        than they ask: first each moved gang to the finest level it lay in one domain of before (``was_in``),
+        then, one gang at a time, a gang to the level below the one it now lies in one domain of, with every
+        other gang kept in one domain of its own such level. A result is kept only if it spans fewer domains
+        (coarsest level first). Small pools only, within ``TIGHT_STEPS`` a search and ``TIGHT_RUN_STEPS`` a run.
+
+        The repair keeps the first arrangement that admits the new gang, and the moved gangs often come out of
+        it spread over more racks and blocks than they were, where greedy BestFit would have kept them in one.
+        Re-placing one or two gangs at a time (:meth:`_polish`) cannot reach an arrangement where each gang's
+        tighter place is held by another; an exact search can. Its steps are a budget of their own, so what the
+        admitting searches may spend, and which gangs they admit, does not change."""
+        tree = self.tree
+        if not self.small_pool or not ExactRepack.applies(tree, region, gs):
+            return
+        rlvl = tree.dom_level[region]
+        finest = len(tree.levels) - 1
+        self._tight_try(gs, region, was_in, before)
+        failed: set[tuple[int, int]] = set()
+        for _ in range(TIGHT_ROUNDS):
+            better = False
+            for x in gs:
+                now = {y.idx: tree.dom_level[self._lca(y.idx)] for y in gs}
+                if rlvl <= now[x.idx] < finest and (x.idx, now[x.idx]) not in failed:
+                    now[x.idx] += 1
+                    if self._tight_try(gs, region, now, before):
+                        better = True
+                        failed.clear()
+                    else:
+                        failed.add((x.idx, now[x.idx] - 1))
+            if not better:
+                break
+
+    def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
+                   before: dict[int, dict[int, int]]) -> bool:
+        """One search of :meth:`_tighten`: ``gs`` placed again with each gang bound to its level in ``levels``
+        (where finer than its own); kept if it spans fewer domains."""
+        tree = self.tree
+        rlvl = tree.dom_level[region]
+        tight = {m: lvl for m, lvl in levels.items() if lvl > rlvl and lvl > self.gangs[m].groups[0].req}
+        left = SIDE_RUN_STEPS["tight"] - self.side_spent["tight"]
+        if not tight or left <= 0:
+            return False
+        bound = [dataclasses.replace(x, groups=[dataclasses.replace(g, req=max(g.req, tight[x.idx]))
+                                                for g in x.groups]) if x.idx in tight else x for x in gs]
+
+        def score() -> tuple[int, ...]:
+            return tuple(sum(self._span(x, lvl) for x in gs) for lvl in range(rlvl + 1, len(tree.levels)))
+
+        was = score()
+        mark = len(self.log)
+        for x in gs:
+            self._release(x.idx)
+        # a gang larger than every domain of its level there has no arrangement: no search needed
+        if any(x.need > max((self._free(tree.dom_of(k), self.tolerated[x.idx])
+                             for k in tree.index.get((region, tight[x.idx]), [])), default=0)
+               for x in gs if x.idx in tight):
+            self._rollback(mark, None)
+            return False
+        search = ExactRepack(tree, region, bound, min(TIGHT_STEPS, left), before=before)
+        got = search.solve()
+        self.side_spent["tight"] += search.steps
+        if got is not None:
+            self._take_found(gs, got)
+            if score() < was:
+                return True
+        self._rollback(mark, None)
+        return False
 
     def _node_fill(self, region: int, gs: list[CompiledGang]) -> dict[int, dict[int, int]] | None:
         """The last try of a tight region (slack of at most ``NODE_FILL_SLACK`` GPUs) that the unit-by-unit searches
@@ -694,6 +775,7 @@ class Repairer(Fitter):
         if self.tree.dom_free[region] < gang.need:
             return False
         before = {m: dict(self.assign.get(m, {})) for m in movable}
+        was_in = {m: self.tree.dom_level[self.lca[m]] for m in movable}
         mark = len(self.log)
         saved = self._lift(movable)
         alone = len(self.log)
@@ -730,6 +812,7 @@ class Repairer(Fitter):
             sorted(items, key=_item_order), region, allowance))
         for attempt in attempts:
             if attempt():
+                self._tighten(gs, region, was_in, before)
                 self._settle(x.idx for x in gs)
                 self._polish(gs, region)
                 self.moved.update(m for m in movable if self.assign.get(m, {}) != before[m])
