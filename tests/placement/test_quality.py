@@ -7,7 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from toporender.placement import repair
+from toporender.placement.inventory import Inventory
 from toporender.placement.packer import pack
+from toporender.placement.plan import PlacementPlan
 
 SEEDS = range(100, 112)
 
@@ -178,6 +180,12 @@ SPREAD = [
 ]
 
 
+def spread_gangs(inventory: Inventory, plan: PlacementPlan, level: str) -> list[str]:
+    """The gangs of ``plan`` whose pods lie in more than one domain of ``level``, in key order."""
+    domain = {n.name: n.labels[level] for n in inventory.nodes}
+    return sorted(k for k, g in plan.gangs.items() if len({domain[n] for n in g.pod_nodes.values()}) > 1)
+
+
 @pytest.mark.parametrize(("family", "seed", "gpus", "level", "spread"), SPREAD, ids=[str(c[1]) for c in SPREAD])
 def test_moved_gangs_are_re_placed_on_fewer_domains(family: str, seed: int, gpus: int, level: str,
                                                     spread: list[str]) -> None:
@@ -187,9 +195,7 @@ def test_moved_gangs_are_re_placed_on_fewer_domains(family: str, seed: int, gpus
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []
     assert plan.placed_gpus == gpus
-    domain = {n.name: n.labels[level] for n in inst.inventory.nodes}
-    got = sorted(k for k, g in plan.gangs.items() if len({domain[n] for n in g.pod_nodes.values()}) > 1)
-    assert got == spread
+    assert spread_gangs(inst.inventory, plan, level) == spread
 
 
 STRANDED = [
@@ -328,30 +334,22 @@ def test_the_screen_flags_exactly_the_plans_that_differ_from_the_optimum(seed: i
 def test_without_the_kept_searches_the_moved_gangs_spread(monkeypatch: pytest.MonkeyPatch) -> None:
     from instances import FAMILIES, FAMILY_LEVELS
 
-    from toporender.placement import repair
-
     monkeypatch.setitem(repair.SIDE_RUN_STEPS, "keep", 0)
     monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight", 0)
     inst = FAMILIES["mixed"][0](3084)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert plan.placed_gpus == 243
-    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
-    got = sorted(k for k, g in plan.gangs.items() if len({block[n] for n in g.pod_nodes.values()}) > 1)
-    assert got == ["g00000", "g00002", "g00003", "g00005"]
+    assert spread_gangs(inst.inventory, plan, "block") == ["g00000", "g00002", "g00003", "g00005"]
 
 
 def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.MonkeyPatch) -> None:
     from instances import FAMILIES, FAMILY_LEVELS
 
-    from toporender.placement import repair
-
     monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight", 0)
     inst = FAMILIES["varied"][0](35003)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert plan.placed_gpus == 135
-    rack = {n.name: n.labels["rack"] for n in inst.inventory.nodes}
-    got = [k for k, g in plan.gangs.items() if len({rack[n] for n in g.pod_nodes.values()}) > 1]
-    assert len(got) == 7
+    assert len(spread_gangs(inst.inventory, plan, "rack")) == 7
 
 
 def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> None:

@@ -581,7 +581,8 @@ class Repairer(Fitter):
         it spread over more racks and blocks than they were, where greedy BestFit would have kept them in one.
         Re-placing one or two gangs at a time (:meth:`_polish`) cannot reach an arrangement where each gang's
         tighter place is held by another; an exact search can. Its steps are a budget of their own, so what the
-        admitting searches may spend, and which gangs they admit, does not change."""
+        admitting searches may spend does not change; the tighter arrangement can still change what a later gang's
+        search finds within its steps (``test_a_tighter_arrangement_can_cost_a_later_gang``)."""
         tree = self.tree
         if not self.small_pool or not ExactRepack.applies(tree, region, gs):
             return
@@ -615,11 +616,7 @@ class Repairer(Fitter):
             return False
         bound = [dataclasses.replace(x, groups=[dataclasses.replace(g, req=max(g.req, tight[x.idx]))
                                                 for g in x.groups]) if x.idx in tight else x for x in gs]
-
-        def score() -> tuple[int, ...]:
-            return tuple(sum(self._span(x, lvl) for x in gs) for lvl in range(rlvl + 1, len(tree.levels)))
-
-        was = score()
+        was = self._spans(gs, region)
         mark = len(self.log)
         for x in gs:
             self._release(x.idx)
@@ -634,7 +631,7 @@ class Repairer(Fitter):
         self.side_spent["tight"] += search.steps
         if got is not None:
             self._take_found(gs, got)
-            if score() < was:
+            if self._spans(gs, region) < was:
                 return True
         self._rollback(mark, None)
         return False
@@ -733,11 +730,9 @@ class Repairer(Fitter):
         movable = [x for x in gs if x.idx not in self.fixed and x.idx in self.lca]
         if len(movable) < 2:
             return 0
-        tree = self.tree
-        finer = range(tree.dom_level[region] + 1, len(tree.levels))
 
         def score() -> tuple[int, ...]:
-            return (*(sum(self._span(x, lvl) for x in movable) for lvl in finer), self._holes(doms, hole))
+            return (*self._spans(movable, region), self._holes(doms, hole))
 
         was = score()
         mark = len(self.log)
@@ -759,6 +754,12 @@ class Repairer(Fitter):
         """Free GPUs in ``doms`` that lie in holes: domains with fewer free GPUs than ``hole``, but some."""
         free = self.tree.dom_free
         return sum(f for d in doms if 0 < (f := free[d]) < hole)
+
+    def _spans(self, gs: list[CompiledGang], region: int) -> tuple[int, ...]:
+        """Domains the gangs ``gs`` lie in together, per level finer than ``region``'s, coarsest first: how
+        re-arrangements of the same gangs inside ``region`` are compared."""
+        finer = range(self.tree.dom_level[region] + 1, len(self.tree.levels))
+        return tuple(sum(self._span(x, lvl) for x in gs) for lvl in finer)
 
     def _span(self, x: CompiledGang, lvl: int) -> int:
         """Domains of level ``lvl`` the gang's pods lie in."""
