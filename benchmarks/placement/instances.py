@@ -7,6 +7,7 @@ of the packer's code: they work on the inventory and the gang demands directly.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -332,6 +333,54 @@ def mip_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDema
     Integer x[s, n] = pods of leaf group s (one pod size) on node n; binary e[s, d] picks s's required domain and
     e[gang, d] the gang's; capacity per node. Returns None if the solver hit its time limit.
     """
+    return _feasible(_mip_model(inv, levels, gangs, time_limit)[0])
+
+
+def fewest_stranded(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand], unit: int,
+                    time_limit: float = 30.0, label: str = "rack") -> tuple[int, int] | None:
+    """The fewest stranded GPUs any arrangement of all ``gangs`` leaves, with HiGHS: (best found, proven least).
+
+    Stranded as ``quality.metrics`` counts them: free GPUs of a ``label`` domain that has some, but fewer than
+    ``unit``. The placement model of :func:`mip_feasible`, plus per domain an integer s (its stranded GPUs) and
+    a binary b (it may keep ``unit`` or more free): s >= free - F b (F its free GPUs before) and free >= unit b;
+    s summed is minimised. The two are equal when the solve ends in time. None: no arrangement found in time, or
+    none exists."""
+    import highspy
+
+    h, nodes, cap_rows = _mip_model(inv, levels, gangs, time_limit)
+    inf = highspy.kHighsInf
+    col = h.getNumCol()
+    domains: dict[str, list[Node]] = {}
+    for n in nodes:
+        domains.setdefault(n.labels[label], []).append(n)
+    for _, members in sorted(domains.items()):
+        free = float(sum(n.free_gpus for n in members))
+        terms = [t for n in members for t in cap_rows[n.name]]
+        s, b = col, col + 1
+        col += 2
+        h.addVar(0, free)
+        h.addVar(0, 1)
+        for c in (s, b):
+            h.changeColIntegrality(c, highspy.HighsVarType.kInteger)
+        h.changeColCost(s, 1.0)
+        used = ([v for v, _ in terms], [c for _, c in terms])
+        h.addRow(free, inf, len(terms) + 2, [*used[0], s, b], [*used[1], 1.0, free])
+        h.addRow(-inf, free, len(terms) + 1, [*used[0], b], [*used[1], float(unit)])
+    h.run()
+    values = h.getSolution().col_value
+    lp = h.getLp()
+    if (h.getInfo().primal_solution_status != highspy.SolutionStatus.kSolutionStatusFeasible
+            or not witness_holds(lp, values)):
+        return None
+    found = sum(round(values[c]) for c, cost in enumerate(lp.col_cost_) if cost)
+    least = found if h.getModelStatus() == highspy.HighsModelStatus.kOptimal else math.ceil(
+        h.getInfo().mip_dual_bound - 1e-6)
+    return found, max(0, least)
+
+
+def _mip_model(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
+               time_limit: float) -> tuple[Any, list[Node], dict[str, list[tuple[int, float]]]]:
+    """:func:`mip_feasible`'s model: (HiGHS with it, the nodes it places on, per node its (column, GPUs) terms)."""
     import highspy
 
     h = highspy.Highs()
@@ -407,7 +456,7 @@ def mip_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDema
         row = cap_rows[n.name]
         if row:
             h.addRow(-inf, float(n.free_gpus), len(row), [v for v, _ in row], [c for _, c in row])
-    return _feasible(h)
+    return h, nodes, cap_rows
 
 
 def _feasible(h: Any) -> bool | None:

@@ -6,7 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from toporender.expand.levels import LevelConstraint
 from toporender.placement import repair
+from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
 from toporender.placement.inventory import Inventory
 from toporender.placement.packer import pack
 from toporender.placement.plan import PlacementPlan
@@ -352,24 +354,85 @@ def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.M
     assert len(spread_gangs(inst.inventory, plan, "rack")) == 7
 
 
+def _racks(*free: tuple[int, ...]) -> Inventory:
+    """One zone and block; rack r<i> holds one 8-GPU node per entry of ``free[i]``, that many GPUs free."""
+    from toporender.placement.inventory import Node
+
+    return Inventory.of([Node(f"r{r}-n{n}", {"zone": "z", "block": "b", "rack": f"r{r}"}, 8, 8 - f)
+                         for r, nodes in enumerate(free) for n, f in enumerate(nodes)])
+
+
+def _gang(key: str, pods: tuple[int, ...], rack_bound: bool) -> GangDemand:
+    """A gang of one subgroup of ``pods`` (GPUs each), bound to a rack or to nothing."""
+    ps = tuple(PodDemand(f"p{i}", g) for i, g in enumerate(pods))
+    sub = SubgroupDemand("s", None, LevelConstraint("rack" if rack_bound else None), ps)
+    return GangDemand(key, key, LevelConstraint(), (sub,), ps, tuple((p.name, "s") for p in ps))
+
+
+FEWEST = [
+    # (free GPUs per node of each rack, gangs as (pods, rack-bound), smallest subgroup, fewest stranded)
+    (((3,), (2,)), [((2,), True)], 2, (0, 0)),  # the pod takes the rack of 2: the rack of 3 keeps a whole unit
+    (((3,), (3,)), [((2,), True)], 2, (1, 1)),  # either rack is left with 1
+    (((3,), (3,)), [((2, 2), False)], 2, (2, 2)),  # one pod in each rack, 1 left in both
+    (((4, 4),), [((2,), True)], 2, (0, 0)),  # 6 left in one rack: a whole unit and more
+    (((2, 1), (1,)), [((1,), True)], 2, (0, 0)),  # the pod fills the rack of 1; the other keeps 3
+    (((3,), (3,)), [((2, 2), True)], 2, None),  # 4 GPUs in one rack of 3: no arrangement
+]
+
+
+@pytest.mark.parametrize(("free", "gangs", "unit", "fewest"), FEWEST)
+def test_fewest_stranded_gpus_of_an_arrangement(free: tuple[tuple[int, ...], ...],
+                                                gangs: list[tuple[tuple[int, ...], bool]], unit: int,
+                                                fewest: tuple[int, int] | None) -> None:
+    from instances import LEVELS, fewest_stranded
+
+    demands = [_gang(f"g{i}", pods, bound) for i, (pods, bound) in enumerate(gangs)]
+    assert fewest_stranded(_racks(*free), LEVELS, demands, unit) == fewest
+
+
+@pytest.mark.parametrize(("family", "seed", "ours", "fewest"), [
+    ("varied", 35000, 2, 0),  # 383 of 387 free GPUs placed; the 4 left lie 1, 1 and 2 in three racks
+    ("mixed", 3000, 1, 1),
+])
+def test_stranded_gpus_against_the_fewest_the_admitted_gangs_allow(family: str, seed: int, ours: int,
+                                                                   fewest: int) -> None:
+    """The packer's stranded GPUs against the fewest any arrangement of the same gangs leaves: where they differ,
+    the arrangement strands them, not the amount of work admitted."""
+    from instances import FAMILIES, fewest_stranded
+    from quality import metrics, stranded_unit
+
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    plan = pack(inst.inventory, levels, inst.gangs)
+    asg = {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}
+    assert metrics(inst, asg, ("rack",))[2] == ours
+    admitted = [g for g in inst.gangs if g.key in asg]
+    assert fewest_stranded(inst.inventory, levels, admitted, stranded_unit(inst)) == (fewest, fewest)
+
+
 def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> None:
-    """The table's last rows hold spans and stranded GPUs over the instances where BestFit admits exactly the
-    gangs ours does, for both packers alike."""
+    """The table's same-work rows hold spans and stranded GPUs over the instances where BestFit admits exactly
+    the gangs ours does, for both packers alike; its last, the fewest stranded GPUs ours' gangs allow."""
     import statistics
 
-    from instances import FAMILY_LEVELS, bestfit_run, family_instance
-    from quality import metrics, run
+    from instances import FAMILY_LEVELS, bestfit_run, family_instance, fewest_stranded
+    from quality import metrics, run, stranded_unit
 
     seeds = range(2000, 2006)
     table = run(seeds, False, "mixed")
     rows = {r[0]: r for r in table}
     levels = ("clique", "rack", "block")
     same: dict[str, list[tuple[list[float], int]]] = {"ours": [], "bestfit": []}
+    fewest = []
     for seed in seeds:
         inst = family_instance(seed)
         plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
         asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
                 "bestfit": bestfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs)}
+        got = fewest_stranded(inst.inventory, FAMILY_LEVELS, [g for g in inst.gangs if g.key in asgs["ours"]],
+                              stranded_unit(inst))
+        assert got is not None and got[0] == got[1]
+        fewest.append(got[1])
         if set(asgs["ours"]) == set(asgs["bestfit"]):
             for name, asg in asgs.items():
                 _, spans, stranded = metrics(inst, asg, levels)
@@ -380,3 +443,6 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
         assert row[3] == f"{len(vals)} of {len(seeds)} instances"
         assert row[4:7] == [f"{statistics.mean(v[0][i] for v in vals):.2f}" for i in range(3)]
         assert row[7] == f"{statistics.mean(v[1] for v in vals):.1f}"
+    # the last row: the fewest stranded GPUs the gangs ours admits allow, never more than ours strands
+    assert rows["HiGHS, ours' gangs***"][7] == f"{statistics.mean(fewest):.1f}"
+    assert statistics.mean(fewest) <= float(rows["ours"][7])
