@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from toporender.expand.levels import LevelConstraint
 from toporender.placement import repair
-from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
-from toporender.placement.inventory import Inventory
+from toporender.placement.inventory import Inventory, Node
 from toporender.placement.packer import pack
 from toporender.placement.plan import PlacementPlan
+
+from .test_packer import gang
 
 SEEDS = range(100, 112)
 
@@ -356,38 +356,28 @@ def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.M
 
 def _racks(*free: tuple[int, ...]) -> Inventory:
     """One zone and block; rack r<i> holds one 8-GPU node per entry of ``free[i]``, that many GPUs free."""
-    from toporender.placement.inventory import Node
-
     return Inventory.of([Node(f"r{r}-n{n}", {"zone": "z", "block": "b", "rack": f"r{r}"}, 8, 8 - f)
                          for r, nodes in enumerate(free) for n, f in enumerate(nodes)])
 
 
-def _gang(key: str, pods: tuple[int, ...], rack_bound: bool) -> GangDemand:
-    """A gang of one subgroup of ``pods`` (GPUs each), bound to a rack or to nothing."""
-    ps = tuple(PodDemand(f"p{i}", g) for i, g in enumerate(pods))
-    sub = SubgroupDemand("s", None, LevelConstraint("rack" if rack_bound else None), ps)
-    return GangDemand(key, key, LevelConstraint(), (sub,), ps, tuple((p.name, "s") for p in ps))
-
-
 FEWEST = [
-    # (free GPUs per node of each rack, gangs as (pods, rack-bound), smallest subgroup, fewest stranded)
-    (((3,), (2,)), [((2,), True)], 2, (0, 0)),  # the pod takes the rack of 2: the rack of 3 keeps a whole unit
-    (((3,), (3,)), [((2,), True)], 2, (1, 1)),  # either rack is left with 1
-    (((3,), (3,)), [((2, 2), False)], 2, (2, 2)),  # one pod in each rack, 1 left in both
-    (((4, 4),), [((2,), True)], 2, (0, 0)),  # 6 left in one rack: a whole unit and more
-    (((2, 1), (1,)), [((1,), True)], 2, (0, 0)),  # the pod fills the rack of 1; the other keeps 3
-    (((3,), (3,)), [((2, 2), True)], 2, None),  # 4 GPUs in one rack of 3: no arrangement
+    # (free GPUs per node of each rack, the gang's one subgroup as (pods, GPUs each, level), smallest subgroup,
+    # fewest stranded)
+    (((3,), (2,)), (1, 2, "rack"), 2, (0, 0)),  # the pod takes the rack of 2: the rack of 3 keeps a whole unit
+    (((3,), (3,)), (1, 2, "rack"), 2, (1, 1)),  # either rack is left with 1
+    (((3,), (3,)), (2, 2, None), 2, (2, 2)),  # one pod in each rack, 1 left in both
+    (((4, 4),), (1, 2, "rack"), 2, (0, 0)),  # 6 left in one rack: a whole unit and more
+    (((2, 1), (1,)), (1, 1, "rack"), 2, (0, 0)),  # the pod fills the rack of 1; the other keeps 3
+    (((3,), (3,)), (2, 2, "rack"), 2, None),  # 4 GPUs in one rack of 3: no arrangement
 ]
 
 
-@pytest.mark.parametrize(("free", "gangs", "unit", "fewest"), FEWEST)
-def test_fewest_stranded_gpus_of_an_arrangement(free: tuple[tuple[int, ...], ...],
-                                                gangs: list[tuple[tuple[int, ...], bool]], unit: int,
-                                                fewest: tuple[int, int] | None) -> None:
+@pytest.mark.parametrize(("free", "sub", "unit", "fewest"), FEWEST)
+def test_fewest_stranded_gpus_of_an_arrangement(free: tuple[tuple[int, ...], ...], sub: tuple[int, int, str | None],
+                                                unit: int, fewest: tuple[int, int] | None) -> None:
     from instances import LEVELS, fewest_stranded
 
-    demands = [_gang(f"g{i}", pods, bound) for i, (pods, bound) in enumerate(gangs)]
-    assert fewest_stranded(_racks(*free), LEVELS, demands, unit) == fewest
+    assert fewest_stranded(_racks(*free), LEVELS, [gang("g", [("s", *sub)])], unit) == fewest
 
 
 @pytest.mark.parametrize(("family", "seed", "ours", "fewest"), [
@@ -419,7 +409,7 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
     from quality import metrics, run, stranded_unit
 
     seeds = range(2000, 2006)
-    table = run(seeds, False, "mixed")
+    table = run(seeds, False, "mixed", fewest_row=True)
     rows = {r[0]: r for r in table}
     levels = ("clique", "rack", "block")
     same: dict[str, list[tuple[list[float], int]]] = {"ours": [], "bestfit": []}
