@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import FAMILIES, check_plan, seed_range_parser
+from instances import seed_range_parser
+from screen import checked_pack
 
 from toporender.placement import repair
-from toporender.placement.packer import pack
 
 BUDGETS = ("REPAIR_BASE_STEPS", "REPAIR_STEPS_PER_TRY", "REPAIR_STEPS_PER_DOMAIN", "REPAIR_STEPS_PER_GANG",
            "REPAIR_KEEP_STEPS", "REPAIR_KEEP_RUN_STEPS", "EXACT_STEPS", "EXACT_SECOND_STEPS", "EXACT_WIDE_STEPS",
@@ -66,14 +65,7 @@ def scaled_budgets(times: float) -> Iterator[None]:
 
 def packed(family: str, seed: int) -> tuple[int, bool, float]:
     """(GPUs placed, whether a gang left out has an exact search that ran out of steps, CPU seconds)."""
-    make, levels = FAMILIES[family]
-    inst = make(seed)
-    start = time.process_time()
-    plan = pack(inst.inventory, levels, inst.gangs)
-    cpu = time.process_time() - start
-    errors = check_plan(inst.inventory, levels, inst.gangs, plan)
-    if errors:
-        raise SystemExit(f"seed {seed}: constraint violations: {errors}")
+    _, _, plan, cpu = checked_pack(family, seed)
     open_ = any(not g.placed and OUT_OF_STEPS in (g.reason or "") for g in plan.gangs.values())
     return plan.placed_gpus, open_, cpu
 

@@ -17,12 +17,14 @@ Keep fresh ranges of seeds apart from the named sets of ``quality.py`` (which it
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instances import (
     FAMILIES,
+    Instance,
     arrival_optimum,
     check_plan,
     mip_feasible,
@@ -32,17 +34,28 @@ from instances import (
 )
 
 from toporender.placement.packer import pack
+from toporender.placement.plan import PlacementPlan
+
+
+def checked_pack(family: str, seed: int) -> tuple[Instance, tuple[str, ...], PlacementPlan, float]:
+    """The family's instance of ``seed``, its levels, the packer's plan of it and the CPU seconds packing took.
+
+    A plan that breaks a hard rule (:func:`check_plan`) ends the screen there: no figure comes from it."""
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    start = time.process_time()
+    plan = pack(inst.inventory, levels, inst.gangs)
+    cpu = time.process_time() - start
+    errors = check_plan(inst.inventory, levels, inst.gangs, plan)
+    if errors:
+        raise SystemExit(f"seed {seed}: constraint violations: {errors}")
+    return inst, levels, plan, cpu
 
 
 def screen(family: str, seed: int, time_limit: float) -> tuple[int, int, int]:
     """(GPUs the packer placed, index of the first gang the optimum admits and the packer left out or -1,
     solves that hit the time limit)."""
-    make, levels = FAMILIES[family]
-    inst = make(seed)
-    plan = pack(inst.inventory, levels, inst.gangs)
-    errors = check_plan(inst.inventory, levels, inst.gangs, plan)
-    if errors:
-        raise SystemExit(f"seed {seed}: constraint violations: {errors}")
+    inst, levels, plan, _ = checked_pack(family, seed)
     placed = {k for k, g in plan.gangs.items() if g.placed}
     solve = rack_feasible if rack_model_applies(inst.inventory, levels, inst.gangs) else mip_feasible
     admitted = []
