@@ -89,6 +89,12 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
     return placed, [statistics.mean(s or [0]) for s in spans], stranded
 
 
+def free_gpus(inst: Instance) -> int:
+    """Free GPUs of the instance's schedulable nodes before any gang: with the GPUs a plan places, the free GPUs
+    it leaves, the room its stranded GPUs are part of."""
+    return sum(n.gpus - n.used_gpus for n in inst.inventory.nodes if not n.unschedulable)
+
+
 def stranded_unit(inst: Instance) -> int:
     """GPUs of the instance's smallest subgroup: a rack with fewer free GPUs (but some) strands them."""
     return min(sum(p.gpus for p in s.pods) for g in inst.gangs for s in g.subgroups)
@@ -131,10 +137,10 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
     make, levels = FAMILIES[family]
     span_levels = ("rack", "block") if family == "nvl72" else ("clique", "rack", "block")
     names = ["ours", *BASELINES]
-    rows: dict[str, list[tuple[float, list[float], int, float]]] = {name: [] for name in names}
+    rows: dict[str, list[tuple[float, list[float], int, float, int]]] = {name: [] for name in names}
     below = dict.fromkeys(BASELINES, 0)
     # spans and stranded GPUs where BestFit admits the very gangs ours does: the same work, placed two ways
-    same_work: dict[str, list[tuple[list[float], int]]] = {"ours": [], "bestfit": []}
+    same_work: dict[str, list[tuple[list[float], int, int]]] = {"ours": [], "bestfit": []}
     solver_s = []
     # per instance the fewest stranded GPUs the gangs ours admits force (proven), and how many solves ended early
     fewest: list[int] = []
@@ -163,12 +169,14 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             raise SystemExit(f"seed {seed}: the solver hit its time limit")
         both = set.intersection(*(set(a) for a, _ in asgs.values()))
         placed = {}
-        whole: dict[str, tuple[list[float], int]] = {}  # spans over each whole plan, and its stranded GPUs
+        free = free_gpus(inst)
+        # spans over each whole plan, its stranded GPUs and the free GPUs it leaves
+        whole: dict[str, tuple[list[float], int, int]] = {}
         for name, (asg, t) in asgs.items():
             placed[name], whole_spans, s = metrics(inst, asg, span_levels)
-            whole[name] = (whole_spans, s)
+            whole[name] = (whole_spans, s, free - placed[name])
             _, spans, _ = metrics(inst, {k: v for k, v in asg.items() if k in both}, span_levels)
-            rows[name].append((share(placed[name], opt), spans, s, t))
+            rows[name].append((share(placed[name], opt), spans, s, t, free - placed[name]))
         for name in BASELINES:
             below[name] += placed["ours"] < placed[name]
         if fewest_row:
@@ -184,7 +192,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
         if verbose:
             print(f"seed {seed}: optimum {opt}  " + "  ".join(f"{n} {share(placed[n], opt):.3f}" for n in names))
     table = [["packer", "avg % of optimum", "worst %", "below it", *(f"{lv}s/gang*" for lv in span_levels),
-              "stranded GPUs (avg)", "median time"]]
+              "stranded GPUs (avg)", "free GPUs left (avg)", "median time"]]
     for name, vals in rows.items():
         table.append([
             name,
@@ -193,18 +201,20 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             f"{violations} violations" if name == "ours" else f"ours below on {below[name]}",
             *(f"{statistics.mean(v[1][i] for v in vals):.2f}" for i in range(len(span_levels))),
             f"{statistics.mean(v[2] for v in vals):.1f}",
+            f"{statistics.mean(v[4] for v in vals):.1f}",
             f"{1000 * statistics.median(v[3] for v in vals):.1f} ms",
         ])
-    table.append(["HiGHS (optimum)", "100.0", "100.0", "", *("" for _ in span_levels), "",
+    table.append(["HiGHS (optimum)", "100.0", "100.0", "", *("" for _ in span_levels), "", "",
                   f"{1000 * statistics.median(solver_s):.0f} ms"])
     for name, vals in same_work.items():
         table.append([f"{name}, same gangs**", "", "", f"{len(vals)} of {len(rows['ours'])} instances",
                       *(f"{statistics.mean(v[0][i] for v in vals):.2f}" if vals else "-"
                         for i in range(len(span_levels))),
-                      f"{statistics.mean(v[1] for v in vals):.1f}" if vals else "-", ""])
+                      f"{statistics.mean(v[1] for v in vals):.1f}" if vals else "-",
+                      f"{statistics.mean(v[2] for v in vals):.1f}" if vals else "-", ""])
     if fewest_row:
         table.append(["HiGHS, ours' gangs***", "", "", f"{unproven} not proven" if unproven else "",
-                      *("" for _ in span_levels), f"{statistics.mean(fewest):.1f}",
+                      *("" for _ in span_levels), f"{statistics.mean(fewest):.1f}", "",
                       f"{1000 * statistics.median(fewest_s):.0f} ms"])
     return table
 

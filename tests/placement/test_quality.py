@@ -401,19 +401,20 @@ def test_stranded_gpus_against_the_fewest_the_admitted_gangs_allow(family: str, 
 
 
 def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> None:
-    """The table's same-work rows hold spans and stranded GPUs over the instances where BestFit admits exactly
-    the gangs ours does, for both packers alike; its last, the fewest stranded GPUs ours' gangs allow."""
+    """The table's same-work rows hold spans, stranded and free GPUs left over the instances where BestFit admits
+    exactly the gangs ours does, for both packers alike; its last, the fewest stranded GPUs ours' gangs allow."""
     import statistics
 
     from instances import FAMILY_LEVELS, bestfit_run, family_instance, fewest_stranded
-    from quality import metrics, run, stranded_unit
+    from quality import free_gpus, metrics, run, stranded_unit
 
     seeds = range(2000, 2006)
     table = run(seeds, False, "mixed", fewest_row=True)
     rows = {r[0]: r for r in table}
     levels = ("clique", "rack", "block")
-    same: dict[str, list[tuple[list[float], int]]] = {"ours": [], "bestfit": []}
+    same: dict[str, list[tuple[list[float], int, int]]] = {"ours": [], "bestfit": []}
     fewest = []
+    left: dict[str, list[int]] = {"ours": [], "bestfit": []}
     for seed in seeds:
         inst = family_instance(seed)
         plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
@@ -423,16 +424,22 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
                               stranded_unit(inst))
         assert got is not None and got[0] == got[1]
         fewest.append(got[1])
-        if set(asgs["ours"]) == set(asgs["bestfit"]):
-            for name, asg in asgs.items():
-                _, spans, stranded = metrics(inst, asg, levels)
-                same[name].append((spans, stranded))
+        for name, asg in asgs.items():
+            placed, spans, stranded = metrics(inst, asg, levels)
+            left[name].append(free_gpus(inst) - placed)
+            if set(asgs["ours"]) == set(asgs["bestfit"]):
+                same[name].append((spans, stranded, left[name][-1]))
     assert 0 < len(same["ours"]) < len(seeds)
     for name, vals in same.items():
         row = rows[f"{name}, same gangs**"]
         assert row[3] == f"{len(vals)} of {len(seeds)} instances"
         assert row[4:7] == [f"{statistics.mean(v[0][i] for v in vals):.2f}" for i in range(3)]
         assert row[7] == f"{statistics.mean(v[1] for v in vals):.1f}"
+        assert row[8] == f"{statistics.mean(v[2] for v in vals):.1f}"
+    # free GPUs each plan leaves: ours places no fewer GPUs than BestFit, so it leaves no more
+    for name, got in left.items():
+        assert rows[name][8] == f"{statistics.mean(got):.1f}"
+    assert all(a <= b for a, b in zip(left["ours"], left["bestfit"], strict=True))
     # the last row: the fewest stranded GPUs the gangs ours admits allow, never more than ours strands
     assert rows["HiGHS, ours' gangs***"][7] == f"{statistics.mean(fewest):.1f}"
     assert statistics.mean(fewest) <= float(rows["ours"][7])
