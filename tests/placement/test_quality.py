@@ -144,7 +144,7 @@ def test_a_gang_the_exact_search_proved_unfit_says_so() -> None:
 
     inst = family_instance(3060)
     reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00011"].reason
-    assert reason.endswith("blocked by earlier gangs g00004, g00005, g00008; no arrangement of the "
+    assert reason.endswith("blocked by earlier gangs g00004, g00005, g00007; no arrangement of the "
                            "10 earlier gangs in zone z0 leaves room for it (exact search)")
 
 
@@ -178,7 +178,7 @@ SPREAD = [
     # before exact searches bound the moved gangs to the levels they lay in one domain of, 6, 7 and 3 gangs
     ("varied", 35000, 383, "rack", ["g00008", "g00009"]),
     ("varied", 35003, 135, "rack", ["g00013", "g00014"]),
-    ("varied", 35024, 168, "block", ["g00002"]),
+    ("varied", 35024, 168, "block", ["g00001"]),  # g00002 until the searches that leave no new hole
 ]
 
 
@@ -352,6 +352,39 @@ def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.M
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert plan.placed_gpus == 135
     assert len(spread_gangs(inst.inventory, plan, "rack")) == 7
+
+
+NO_HOLE = [
+    # (family, seed, stranded GPUs, stranded GPUs without the searches that leave no new hole)
+    ("varied", 35030, 0, 4),
+    ("varied", 35045, 3, 5),
+    ("varied", 35011, 1, 0),  # a hole avoided early can leave a later gang one it cannot avoid
+    ("mixed", 3016, 0, 2),
+    ("mixed", 3057, 0, 5),
+    ("mixed", 3093, 2, 7),
+]
+
+
+@pytest.mark.parametrize(("family", "seed", "ours", "without"), NO_HOLE)
+def test_the_no_hole_searches_against_the_stranded_gpus_without_them(
+        monkeypatch: pytest.MonkeyPatch, family: str, seed: int, ours: int, without: int) -> None:
+    """Stranded GPUs (free GPUs of a rack below the smallest subgroup) with and without the exact searches that
+    re-place a gang, or a re-arrangement's gangs, leaving no new hole: the same GPUs placed either way."""
+    from instances import FAMILIES, check_plan
+    from quality import metrics
+
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    got = []
+    for steps in (repair.HOLE_STEPS, 0):
+        monkeypatch.setattr(repair, "HOLE_STEPS", steps)
+        plan = pack(inst.inventory, levels, inst.gangs)
+        assert check_plan(inst.inventory, levels, inst.gangs, plan) == []
+        asg = {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}
+        placed, _, stranded = metrics(inst, asg, ("rack",))
+        got.append((placed, stranded))
+    assert got[0][0] == got[1][0]
+    assert (got[0][1], got[1][1]) == (ours, without)
 
 
 def _racks(*free: tuple[int, ...]) -> Inventory:

@@ -159,8 +159,11 @@ class ExactRepack:
                  preferred: bool = False, before: Mapping[int, Mapping[int, int]] | None = None,
                  most_free_first: bool = False, wide: bool = False, fluid: bool = False,
                  refuted: set[tuple[int, frozenset[int]]] | None = None, shuffle: int = 0,
-                 only_first: bool = False):
+                 only_first: bool = False, no_hole: int = 0):
         self.tree = tree
+        self.no_hole = no_hole
+        """GPUs below which a unit may not be left with free GPUs, unless it had fewer to begin with (0: any): a
+        search for an arrangement that leaves no new hole."""
         self.only_first = only_first
         """Whether the units that are the only ones with room for some group (:meth:`_only_units`) come first,
         before the order by free GPUs: an order of its own, for a search the plain one has already run short in."""
@@ -632,6 +635,7 @@ class ExactRepack:
                    and all(self.req[(k[0], gi)] <= self.rlvl for gi in self._chain(k)[1:])}
         failed: set[tuple[object, ...]] = set()
         chosen: list[tuple[int, list[tuple[LeafKey, int]]]] = []
+        no_hole = self.no_hole
 
         layouts: dict[int, UnitsLeft] = {}
         rooms: dict[int, tuple[int, dict[int, int], dict[int, int], dict[tuple[int, bool], int]]] = {}
@@ -823,6 +827,8 @@ class ExactRepack:
                             return False
 
             def close(used: int, out: tuple[int, ...]) -> bool:
+                if 0 < free - used < no_hole <= free:
+                    return False
                 counts: dict[tuple[object, ...], int] = {}
                 for k, _ in members:
                     if k in singles:

@@ -200,6 +200,7 @@ class Packer(Repairer):
                 ok, _ = self.place_fewest(gang, ROOT, fit.GANG_STEPS)
                 if ok:
                     self.defragment(gang)
+                    self._no_hole_place(gang)
             if not ok:
                 reason = self.reason(gang)
                 shape = gang_shape(gang)

@@ -4,7 +4,9 @@ The gangs lying inside one region (a domain of the new gang's required level, th
 pool) are lifted, assigned whole to domains of their required level (a search of its own), and each domain is
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains; in
-small pools exact searches first bind them to finer levels than they ask (see ``Repairer._tighten``).
+small pools exact searches first bind them to finer levels than they ask (see ``Repairer._tighten``), and one
+places them leaving no new hole; a gang best fit leaves a hole with is placed again the same way, alone
+(``Repairer._no_hole_place``).
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
 before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
 first two orders is tried with gangs bound to nothing as parts, then restarted in other orders (each both as parts
@@ -111,8 +113,16 @@ TIGHT_RUN_STEPS = 500_000
 """Steps of all those searches of one run together."""
 TIGHT_ROUNDS = 3
 """Rounds of binding one gang at a time to a finer level (see ``Repairer._tighten``)."""
+HOLE_STEPS = 20_000
+"""Steps of one exact search that leaves no new hole (``Repairer._no_hole_try`` and ``_no_hole_place``)."""
+MIN_HOLE_LEVELS = 4
+"""Levels a pool needs for the searches that leave no new hole (``Repairer._holes_searched``)."""
+HOLE_RUN_STEPS = 500_000
+"""Steps of one run's searches of ``Repairer._no_hole_place`` together (those after a repair count as tight
+searches)."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
-                  "node": NODE_FILL_RUN_STEPS, "tight": TIGHT_RUN_STEPS}
+                  "node": NODE_FILL_RUN_STEPS, "tight": TIGHT_RUN_STEPS,
+                  "hole": HOLE_RUN_STEPS}
 """Per side budget, the steps of one run's searches charged to it when they end without an answer (the tight
 searches' whatever they find)."""
 EXACT_REGIONS = 3
@@ -603,38 +613,118 @@ class Repairer(Fitter):
                         failed.add((x.idx, now[x.idx] - 1))
             if not better:
                 break
+        self._no_hole_try(gs, region, before)
 
     def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
                    before: dict[int, dict[int, int]]) -> bool:
         """One search of :meth:`_tighten`: ``gs`` placed again with each gang bound to its level in ``levels``
         (where finer than its own); kept if it spans fewer domains."""
+        was = self._spans(gs, region)
+        mark = len(self.log)
+        if self._bound_search(gs, region, levels, before) and self._spans(gs, region) < was:
+            return True
+        self._rollback(mark, None)
+        return False
+
+    def _no_hole_try(self, gs: list[CompiledGang], region: int, before: dict[int, dict[int, int]]) -> None:
+        """After :meth:`_tighten`: ``gs`` placed again by an exact search that leaves no unit a new hole (fewer
+        free GPUs than any leaf group seen so far asks for), each gang bound to the level it lies in one domain
+        of, or to the level above the finest where it lies in one finest domain; kept if no level above the
+        finest spans more domains and fewer GPUs lie in holes of those levels.
+
+        The searches before it keep the first arrangement each finds, and bin completion leaves the slack
+        wherever the first filling of each unit put it: often a few GPUs in many racks, which no later gang
+        can use. Leaving the finest level free lets gangs trade cliques for whole racks."""
+        tree = self.tree
+        finest = len(tree.levels) - 1
+        rlvl = tree.dom_level[region]
+        if not self._holes_searched or finest - 1 <= rlvl or not ExactRepack.applies(tree, region, gs):
+            return
+        hole = self.hole[max(x.idx for x in gs)]
+        doms = [tree.dom_of(k) for lvl in range(rlvl + 1, finest) for k in tree.index.get((region, lvl), [])]
+        coarse = slice(0, finest - rlvl - 1)
+        levels = {x.idx: min(tree.dom_level[self._lca(x.idx)], finest - 1) for x in gs}
+        was_spans, was_holes = self._spans(gs, region)[coarse], self._holes(doms, hole)
+        if not was_holes:
+            return
+        mark = len(self.log)
+        if self._bound_search(gs, region, levels, before, hole):
+            spans = self._spans(gs, region)[coarse]
+            if all(a <= b for a, b in zip(spans, was_spans, strict=True)) and self._holes(doms, hole) < was_holes:
+                return
+        self._rollback(mark, None)
+
+    @property
+    def _holes_searched(self) -> bool:
+        """Whether the searches that leave no new hole run: in small pools of at least four levels. They leave
+        the finest level free; with three (zone, block, rack) that is the rack itself, whose holes are the ones
+        that strand GPUs, and on the first generator they spread gangs over more racks for more stranded GPUs."""
+        return self.small_pool and len(self.tree.levels) >= MIN_HOLE_LEVELS
+
+    def _no_hole_place(self, gang: CompiledGang) -> None:
+        """Re-place a gang best fit just placed, when it left a domain coarser than the finest level a hole, by an
+        exact search of the gang alone that leaves no unit a new hole (bound as in :meth:`_no_hole_try`); kept
+        if the gang spans no more domains of those levels and fewer GPUs lie in holes of the pool.
+
+        Best fit places one group at a time and ranks span before holes, so a gang's last groups often leave a
+        few GPUs in a rack that no gang seen so far can use. Only the gang just placed moves, and the search
+        depends only on the plan so far, so appends that fit still move nothing. Small pools only, within
+        ``HOLE_STEPS`` a search and ``HOLE_RUN_STEPS`` a run."""
+        tree = self.tree
+        finest = len(tree.levels) - 1
+        if not self._holes_searched or gang.idx in self.fixed or gang.idx not in self.lca:
+            return
+        if not ExactRepack.applies(tree, ROOT, [gang]):
+            return
+        hole = self.hole[gang.idx]
+        mine = {d for n in set(self.assign.get(gang.idx, {}).values()) for d in tree.node_path[n]
+                if d != ROOT and tree.dom_level[d] < finest}
+        if not any(0 < tree.dom_free[d] < hole for d in mine):
+            return
+        doms = [d for lvl in range(finest) for d in tree.level_domains[lvl]]
+        was_holes = self._holes(doms, hole)
+        was_spans = tuple(self._span(gang, lvl) for lvl in range(finest))
+        levels = {gang.idx: min(tree.dom_level[self._lca(gang.idx)], finest - 1)}
+        before = {gang.idx: dict(self.assign.get(gang.idx, {}))}
+        mark = len(self.log)
+        if self._bound_search([gang], ROOT, levels, before, hole, "hole"):
+            spans = tuple(self._span(gang, lvl) for lvl in range(finest))
+            if all(a <= b for a, b in zip(spans, was_spans, strict=True)) and self._holes(doms, hole) < was_holes:
+                self.lca[gang.idx] = self._lca(gang.idx)
+                return
+        self._rollback(mark, None)
+
+    def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
+                      before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight") -> bool:
+        """``gs`` released and placed again by an exact search with each gang bound to its level in ``levels``
+        (where finer than its own and the region's), leaving no unit a hole below ``no_hole`` GPUs (0: any),
+        within the ``side`` budget; whether it found an arrangement (then it is taken; else the caller rolls
+        back)."""
         tree = self.tree
         rlvl = tree.dom_level[region]
         tight = {m: lvl for m, lvl in levels.items() if lvl > rlvl and lvl > self.gangs[m].groups[0].req}
-        left = SIDE_RUN_STEPS["tight"] - self.side_spent["tight"]
-        if not tight or left <= 0:
+        left = SIDE_RUN_STEPS[side] - self.side_spent[side]
+        if (not tight and not no_hole) or left <= 0:
             return False
         bound = [dataclasses.replace(x, groups=[dataclasses.replace(g, req=max(g.req, tight[x.idx]))
                                                 for g in x.groups]) if x.idx in tight else x for x in gs]
-        was = self._spans(gs, region)
-        mark = len(self.log)
         for x in gs:
             self._release(x.idx)
         # a gang larger than every domain of its level there has no arrangement: no search needed
         if any(x.need > max((self._free(tree.dom_of(k), self.tolerated[x.idx])
                              for k in tree.index.get((region, tight[x.idx]), [])), default=0)
                for x in gs if x.idx in tight):
-            self._rollback(mark, None)
             return False
-        search = ExactRepack(tree, region, bound, min(TIGHT_STEPS, left), before=before)
+        steps = min(HOLE_STEPS if no_hole else TIGHT_STEPS, left)
+        if steps <= 0:
+            return False
+        search = ExactRepack(tree, region, bound, steps, before=before, no_hole=no_hole)
         got = search.solve()
-        self.side_spent["tight"] += search.steps
-        if got is not None:
-            self._take_found(gs, got)
-            if self._spans(gs, region) < was:
-                return True
-        self._rollback(mark, None)
-        return False
+        self.side_spent[side] += search.steps
+        if got is None:
+            return False
+        self._take_found(gs, got)
+        return True
 
     def _node_fill(self, region: int, gs: list[CompiledGang]) -> dict[int, dict[int, int]] | None:
         """The last try of a tight region (slack of at most ``NODE_FILL_SLACK`` GPUs) that the unit-by-unit searches
