@@ -115,11 +115,11 @@ TIGHT_ROUNDS = 3
 """Rounds of binding one gang at a time to a finer level (see ``Repairer._tighten``)."""
 HOLE_STEPS = 20_000
 """Steps of one exact search that leaves no new hole (``Repairer._no_hole_try`` and ``_no_hole_place``)."""
-MIN_HOLE_LEVELS = 4
-"""Levels a pool needs for the searches that leave no new hole (``Repairer._holes_searched``)."""
 HOLE_RUN_STEPS = 500_000
 """Steps of one run's searches of ``Repairer._no_hole_place`` together (those after a repair count as tight
 searches)."""
+MIN_HOLE_LEVELS = 4
+"""Levels a pool needs for the searches that leave no new hole (``Repairer._holes_searched``)."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
                   "node": NODE_FILL_RUN_STEPS, "tight": TIGHT_RUN_STEPS,
                   "hole": HOLE_RUN_STEPS}
@@ -626,11 +626,12 @@ class Repairer(Fitter):
         self._rollback(mark, None)
         return False
 
-    def _no_hole_try(self, gs: list[CompiledGang], region: int, before: dict[int, dict[int, int]]) -> None:
+    def _no_hole_try(self, gs: list[CompiledGang], region: int, before: dict[int, dict[int, int]],
+                     side: str = "tight") -> bool:
         """After :meth:`_tighten`: ``gs`` placed again by an exact search that leaves no unit a new hole (fewer
         free GPUs than any leaf group seen so far asks for), each gang bound to the level it lies in one domain
         of, or to the level above the finest where it lies in one finest domain; kept if no level above the
-        finest spans more domains and fewer GPUs lie in holes of those levels.
+        finest spans more domains and fewer GPUs lie in holes of those levels. Whether it was kept.
 
         The searches before it keep the first arrangement each finds, and bin completion leaves the slack
         wherever the first filling of each unit put it: often a few GPUs in many racks, which no later gang
@@ -639,20 +640,21 @@ class Repairer(Fitter):
         finest = len(tree.levels) - 1
         rlvl = tree.dom_level[region]
         if not self._holes_searched or finest - 1 <= rlvl or not ExactRepack.applies(tree, region, gs):
-            return
+            return False
         hole = self.hole[max(x.idx for x in gs)]
         doms = [tree.dom_of(k) for lvl in range(rlvl + 1, finest) for k in tree.index.get((region, lvl), [])]
         coarse = slice(0, finest - rlvl - 1)
         levels = {x.idx: min(tree.dom_level[self._lca(x.idx)], finest - 1) for x in gs}
         was_spans, was_holes = self._spans(gs, region)[coarse], self._holes(doms, hole)
         if not was_holes:
-            return
+            return False
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before, hole):
+        if self._bound_search(gs, region, levels, before, hole, side):
             spans = self._spans(gs, region)[coarse]
             if all(a <= b for a, b in zip(spans, was_spans, strict=True)) and self._holes(doms, hole) < was_holes:
-                return
+                return True
         self._rollback(mark, None)
+        return False
 
     @property
     def _holes_searched(self) -> bool:
@@ -662,37 +664,23 @@ class Repairer(Fitter):
         return self.small_pool and len(self.tree.levels) >= MIN_HOLE_LEVELS
 
     def _no_hole_place(self, gang: CompiledGang) -> None:
-        """Re-place a gang best fit just placed, when it left a domain coarser than the finest level a hole, by an
-        exact search of the gang alone that leaves no unit a new hole (bound as in :meth:`_no_hole_try`); kept
-        if the gang spans no more domains of those levels and fewer GPUs lie in holes of the pool.
+        """Re-place a gang best fit just placed, when it left a domain coarser than the finest level a hole, by
+        :meth:`_no_hole_try` of the gang alone over the pool, with steps of its own.
 
         Best fit places one group at a time and ranks span before holes, so a gang's last groups often leave a
         few GPUs in a rack that no gang seen so far can use. Only the gang just placed moves, and the search
         depends only on the plan so far, so appends that fit still move nothing. Small pools only, within
         ``HOLE_STEPS`` a search and ``HOLE_RUN_STEPS`` a run."""
+        if not self._holes_searched:
+            return
         tree = self.tree
         finest = len(tree.levels) - 1
-        if not self._holes_searched or gang.idx in self.fixed or gang.idx not in self.lca:
-            return
-        if not ExactRepack.applies(tree, ROOT, [gang]):
-            return
         hole = self.hole[gang.idx]
         mine = {d for n in set(self.assign.get(gang.idx, {}).values()) for d in tree.node_path[n]
                 if d != ROOT and tree.dom_level[d] < finest}
-        if not any(0 < tree.dom_free[d] < hole for d in mine):
-            return
-        doms = [d for lvl in range(finest) for d in tree.level_domains[lvl]]
-        was_holes = self._holes(doms, hole)
-        was_spans = tuple(self._span(gang, lvl) for lvl in range(finest))
-        levels = {gang.idx: min(tree.dom_level[self._lca(gang.idx)], finest - 1)}
-        before = {gang.idx: dict(self.assign.get(gang.idx, {}))}
-        mark = len(self.log)
-        if self._bound_search([gang], ROOT, levels, before, hole, "hole"):
-            spans = tuple(self._span(gang, lvl) for lvl in range(finest))
-            if all(a <= b for a, b in zip(spans, was_spans, strict=True)) and self._holes(doms, hole) < was_holes:
-                self.lca[gang.idx] = self._lca(gang.idx)
-                return
-        self._rollback(mark, None)
+        if any(0 < tree.dom_free[d] < hole for d in mine) and self._no_hole_try(
+                [gang], ROOT, {gang.idx: dict(self.assign.get(gang.idx, {}))}, "hole"):
+            self._settle([gang.idx])
 
     def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
                       before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight") -> bool:
@@ -703,8 +691,8 @@ class Repairer(Fitter):
         tree = self.tree
         rlvl = tree.dom_level[region]
         tight = {m: lvl for m, lvl in levels.items() if lvl > rlvl and lvl > self.gangs[m].groups[0].req}
-        left = SIDE_RUN_STEPS[side] - self.side_spent[side]
-        if (not tight and not no_hole) or left <= 0:
+        steps = min(HOLE_STEPS if no_hole else TIGHT_STEPS, SIDE_RUN_STEPS[side] - self.side_spent[side])
+        if (not tight and not no_hole) or steps <= 0:
             return False
         bound = [dataclasses.replace(x, groups=[dataclasses.replace(g, req=max(g.req, tight[x.idx]))
                                                 for g in x.groups]) if x.idx in tight else x for x in gs]
@@ -714,9 +702,6 @@ class Repairer(Fitter):
         if any(x.need > max((self._free(tree.dom_of(k), self.tolerated[x.idx])
                              for k in tree.index.get((region, tight[x.idx]), [])), default=0)
                for x in gs if x.idx in tight):
-            return False
-        steps = min(HOLE_STEPS if no_hole else TIGHT_STEPS, left)
-        if steps <= 0:
             return False
         search = ExactRepack(tree, region, bound, steps, before=before, no_hole=no_hole)
         got = search.solve()
