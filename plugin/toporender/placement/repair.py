@@ -675,11 +675,9 @@ class Repairer(Fitter):
             return
         tree = self.tree
         finest = len(tree.levels) - 1
-        hole = self.hole[gang.idx]
-        mine = {d for n in set(self.assign.get(gang.idx, {}).values()) for d in tree.node_path[n]
-                if d != ROOT and tree.dom_level[d] < finest}
-        if any(0 < tree.dom_free[d] < hole for d in mine) and self._no_hole_try(
-                [gang], ROOT, {gang.idx: dict(self.assign.get(gang.idx, {}))}, "hole"):
+        asg = self.assign.get(gang.idx, {})
+        mine = {d for n in set(asg.values()) for d in tree.node_path[n] if d != ROOT and tree.dom_level[d] < finest}
+        if self._holes(mine, self.hole[gang.idx]) and self._no_hole_try([gang], ROOT, {gang.idx: dict(asg)}, "hole"):
             self._settle([gang.idx])
 
     def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
@@ -825,7 +823,7 @@ class Repairer(Fitter):
         self._unlift(saved)
         return spent
 
-    def _holes(self, doms: list[int], hole: int) -> int:
+    def _holes(self, doms: Iterable[int], hole: int) -> int:
         """Free GPUs in ``doms`` that lie in holes: domains with fewer free GPUs than ``hole``, but some."""
         free = self.tree.dom_free
         return sum(f for d in doms if 0 < (f := free[d]) < hole)
