@@ -7,9 +7,11 @@ from types import SimpleNamespace
 import pytest
 
 from toporender.placement import repair
+from toporender.placement.compiled import CompiledGang
 from toporender.placement.inventory import Inventory, Node
 from toporender.placement.packer import pack
 from toporender.placement.plan import PlacementPlan
+from toporender.placement.tree import ROOT
 
 from .test_packer import gang
 
@@ -144,7 +146,7 @@ def test_a_gang_the_exact_search_proved_unfit_says_so() -> None:
 
     inst = family_instance(3060)
     reason = pack(inst.inventory, FAMILY_LEVELS, inst.gangs).gangs["g00011"].reason
-    assert reason.endswith("blocked by earlier gangs g00004, g00005, g00007; no arrangement of the "
+    assert reason.endswith("blocked by earlier gangs g00006, g00007; no arrangement of the "
                            "10 earlier gangs in zone z0 leaves room for it (exact search)")
 
 
@@ -165,7 +167,7 @@ def test_never_fewer_gpus_than_first_fit_or_bestfit() -> None:
 SPREAD = [
     # (family, development seed, GPUs placed, level, gangs over more than one domain of it)
     # without re-placing the gangs a re-arrangement moved, 5, 3 and 6 gangs were spread for the same GPUs
-    ("mixed", 3034, 251, "block", ["g00007"]),
+    ("mixed", 3034, 251, "block", ["g00005"]),
     ("mixed", 3095, 236, "block", ["g00001"]),
     # before the repair searched first with the moved gangs kept inside the blocks they used, 4 gangs here
     ("mixed", 3084, 243, "block", ["g00000", "g00007"]),
@@ -357,11 +359,11 @@ def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.M
 NO_HOLE = [
     # (family, seed, stranded GPUs, stranded GPUs without the searches that leave no new hole)
     ("varied", 35030, 0, 4),
-    ("varied", 35045, 3, 5),
+    ("varied", 35045, 0, 5),
     ("varied", 35011, 1, 0),  # a hole avoided early can leave a later gang one it cannot avoid
     ("mixed", 3016, 0, 2),
     ("mixed", 3057, 0, 5),
-    ("mixed", 3093, 2, 7),
+    ("mixed", 3093, 0, 7),
 ]
 
 
@@ -385,6 +387,72 @@ def test_the_no_hole_searches_against_the_stranded_gpus_without_them(
         got.append((placed, stranded))
     assert got[0][0] == got[1][0]
     assert (got[0][1], got[1][1]) == (ours, without)
+
+
+NO_HOLE_POOL = [
+    # (family, development seed, GPUs placed, stranded GPUs, stranded GPUs without the pool's no-hole search)
+    ("mixed", 3009, 120, 0, 2),
+    ("mixed", 3039, 237, 0, 1),
+    ("varied", 35012, 284, 0, 2),
+    ("varied", 35024, 168, 0, 1),
+    ("varied", 35028, 116, 0, 1),
+]
+
+
+@pytest.mark.parametrize(("family", "seed", "gpus", "ours", "without"), NO_HOLE_POOL)
+def test_the_pool_no_hole_search_after_an_admission(
+        monkeypatch: pytest.MonkeyPatch, family: str, seed: int, gpus: int, ours: int, without: int) -> None:
+    """Every gang of the pool placed again leaving no new hole once a re-arrangement admitted a gang: the holes
+    best fit left earlier go, for the same GPUs placed."""
+    from instances import FAMILIES, check_plan
+    from quality import metrics
+
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    got = []
+    for steps in (repair.HOLE_RUN_STEPS, 0):
+        monkeypatch.setitem(repair.SIDE_RUN_STEPS, "pool", steps)
+        plan = pack(inst.inventory, levels, inst.gangs)
+        assert check_plan(inst.inventory, levels, inst.gangs, plan) == []
+        placed, _, stranded = metrics(inst, {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}, ("rack",))
+        got.append((placed, stranded))
+    assert got == [(gpus, ours), (gpus, without)]
+
+
+# varied development seeds where, held only to their blocks, gangs preferring one rack were split over two
+@pytest.mark.parametrize("seed", [35012, 35032, 35040])
+def test_the_no_hole_searches_keep_a_gang_in_one_domain_of_its_preferred_level(
+        monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """The searches that leave the two finest levels free hold a gang lying in one domain of its preferred level
+    (the rack, where it prefers a clique) inside one, and never spread gangs over more domains of the levels above
+    those two."""
+    from instances import FAMILIES
+
+    make, levels = FAMILIES["varied"]
+    seen = {"kept": 0}
+    search = repair.Repairer._no_hole_try
+
+    def checked(self: repair.Repairer, gs: list[CompiledGang], region: int, before: dict[int, dict[int, int]],
+                side: str = "tight", free_levels: int = 1) -> bool:
+        def prefs() -> list[int]:
+            finer = len(self.tree.levels) - 2  # the finest level is always left free
+            return [self._span(x, min(pref, finer)) for x in gs if (pref := x.groups[0].pref) is not None]
+
+        def coarse() -> tuple[int, ...]:
+            return self._spans(gs, ROOT)[:len(self.tree.levels) - free_levels]
+
+        was_prefs, was_coarse = prefs(), coarse()
+        kept = search(self, gs, region, before, side, free_levels)
+        if kept and free_levels == 2:
+            seen["kept"] += 1
+            assert [n for w, n in zip(was_prefs, prefs(), strict=True) if w == 1] == [1] * was_prefs.count(1)
+            assert all(n <= w for n, w in zip(coarse(), was_coarse, strict=True))
+        return kept
+
+    monkeypatch.setattr(repair.Repairer, "_no_hole_try", checked)
+    inst = make(seed)
+    pack(inst.inventory, levels, inst.gangs)
+    assert seen["kept"] > 0
 
 
 def _racks(*free: tuple[int, ...]) -> Inventory:

@@ -208,6 +208,8 @@ class Packer(Repairer):
                 self.refusing = (reason, shape)
                 if dominated or not self.repair(gang):
                     self._refuse(gang, reason, None if dominated else shape)
+                else:
+                    self.no_hole_pool()
             self.log.clear()
 
     def _refuse(self, gang: CompiledGang, reason: str, shape: GangShape | None) -> None:

@@ -5,7 +5,8 @@ pool) are lifted, assigned whole to domains of their required level (a search of
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains; in
 small pools exact searches first bind them to finer levels than they ask (see ``Repairer._tighten``), and one
-places them leaving no new hole; a gang best fit leaves a hole with is placed again the same way, alone
+places them leaving no new hole; then every gang of the pool is placed again the same way, with the two finest
+levels left free (``Repairer.no_hole_pool``), and a gang best fit leaves a hole with is placed again so, alone
 (``Repairer._no_hole_place``).
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
 before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
@@ -114,15 +115,16 @@ TIGHT_RUN_STEPS = 500_000
 TIGHT_ROUNDS = 3
 """Rounds of binding one gang at a time to a finer level (see ``Repairer._tighten``)."""
 HOLE_STEPS = 20_000
-"""Steps of one exact search that leaves no new hole (``Repairer._no_hole_try`` and ``_no_hole_place``)."""
+"""Steps of one exact search that leaves no new hole (``Repairer._no_hole_try``, ``_no_hole_place`` and
+``no_hole_pool``)."""
 HOLE_RUN_STEPS = 500_000
-"""Steps of one run's searches of ``Repairer._no_hole_place`` together (those after a repair count as tight
-searches)."""
+"""Steps of one run's searches of ``Repairer._no_hole_place`` together, and apart from them those of
+``Repairer.no_hole_pool`` (the one after a repair's tight searches counts as one of them)."""
 MIN_HOLE_LEVELS = 4
 """Levels a pool needs for the searches that leave no new hole (``Repairer._holes_searched``)."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
                   "node": NODE_FILL_RUN_STEPS, "tight": TIGHT_RUN_STEPS,
-                  "hole": HOLE_RUN_STEPS}
+                  "hole": HOLE_RUN_STEPS, "pool": HOLE_RUN_STEPS}
 """Per side budget, the steps of one run's searches charged to it when they end without an answer (the tight
 searches' whatever they find)."""
 EXACT_REGIONS = 3
@@ -627,24 +629,34 @@ class Repairer(Fitter):
         return False
 
     def _no_hole_try(self, gs: list[CompiledGang], region: int, before: dict[int, dict[int, int]],
-                     side: str = "tight") -> bool:
-        """After :meth:`_tighten`: ``gs`` placed again by an exact search that leaves no unit a new hole (fewer
-        free GPUs than any leaf group seen so far asks for), each gang bound to the level it lies in one domain
-        of, or to the level above the finest where it lies in one finest domain; kept if no level above the
-        finest spans more domains and fewer GPUs lie in holes of those levels. Whether it was kept.
+                     side: str = "tight", free_levels: int = 1) -> bool:
+        """``gs`` placed again by an exact search that leaves no unit a new hole (fewer free GPUs than any leaf
+        group seen so far asks for), the ``free_levels`` finest levels left free: each gang bound to the finest
+        level it lies in one domain of, but to none of the free ones (a gang in one clique is held to its block
+        when two are free), unless it lies in one domain of its preferred level (the one above the finest, where
+        it prefers the finest): then to that. Kept if no level above the free ones spans more domains and fewer
+        GPUs lie in holes of the levels above the finest. Whether it was kept.
 
         The searches before it keep the first arrangement each finds, and bin completion leaves the slack
         wherever the first filling of each unit put it: often a few GPUs in many racks, which no later gang
-        can use. Leaving the finest level free lets gangs trade cliques for whole racks."""
+        can use. Leaving the finest level free lets gangs trade cliques for whole racks; leaving racks free too
+        lets a gang that fills one rack but for a GPU or two take parts of two, which (where its preference does
+        not ask for one rack) is what fills the racks whole."""
         tree = self.tree
         finest = len(tree.levels) - 1
         rlvl = tree.dom_level[region]
-        if not self._holes_searched or finest - 1 <= rlvl or not ExactRepack.applies(tree, region, gs):
+        bind = finest - free_levels
+        if not self._holes_searched or bind <= rlvl or not ExactRepack.applies(tree, region, gs):
             return False
         hole = self.hole[max(x.idx for x in gs)]
         doms = [tree.dom_of(k) for lvl in range(rlvl + 1, finest) for k in tree.index.get((region, lvl), [])]
-        coarse = slice(0, finest - rlvl - 1)
-        levels = {x.idx: min(tree.dom_level[self._lca(x.idx)], finest - 1) for x in gs}
+        coarse = slice(0, bind - rlvl)
+        levels = {}
+        for x in gs:
+            lvl = tree.dom_level[self._lca(x.idx)]
+            pref = x.groups[0].pref
+            levels[x.idx] = max(min(lvl, bind), min(pref, finest - 1)) if pref is not None and lvl >= pref \
+                else min(lvl, bind)
         was_spans, was_holes = self._spans(gs, region)[coarse], self._holes(doms, hole)
         if not was_holes:
             return False
@@ -665,7 +677,7 @@ class Repairer(Fitter):
 
     def _no_hole_place(self, gang: CompiledGang) -> None:
         """Re-place a gang best fit just placed, when it left a domain coarser than the finest level a hole, by
-        :meth:`_no_hole_try` of the gang alone over the pool, with steps of its own.
+        :meth:`_no_hole_try` of the gang alone over the pool, its two finest levels free, with steps of its own.
 
         Best fit places one group at a time and ranks span before holes, so a gang's last groups often leave a
         few GPUs in a rack that no gang seen so far can use. Only the gang just placed moves, and the search
@@ -677,8 +689,26 @@ class Repairer(Fitter):
         finest = len(tree.levels) - 1
         asg = self.assign.get(gang.idx, {})
         mine = {d for n in set(asg.values()) for d in tree.node_path[n] if d != ROOT and tree.dom_level[d] < finest}
-        if self._holes(mine, self.hole[gang.idx]) and self._no_hole_try([gang], ROOT, {gang.idx: dict(asg)}, "hole"):
+        if self._holes(mine, self.hole[gang.idx]) and self._no_hole_try([gang], ROOT, {gang.idx: dict(asg)}, "hole",
+                                                                         free_levels=2):
             self._settle([gang.idx])
+
+    def no_hole_pool(self) -> None:
+        """After a re-arrangement admitted a gang: every movable gang of a small pool placed again by
+        :meth:`_no_hole_try`, its two finest levels free, with steps of its own (``HOLE_STEPS`` a search,
+        ``HOLE_RUN_STEPS`` a run).
+
+        The admission may move earlier gangs anyway, and the holes left then are mostly not its own: best fit's
+        gangs before it left them where no gang could move. Runs only after an admission, so appends that fit
+        still move nothing."""
+        if not self._holes_searched:
+            return
+        movable = self._inside(ROOT, charge=False)
+        gs = [self.gangs[m] for m in movable]
+        before = {m: dict(self.assign.get(m, {})) for m in movable}
+        if gs and self._no_hole_try(gs, ROOT, before, "pool", free_levels=2):
+            self._settle(movable)
+            self.moved.update(m for m in movable if self.assign[m] != before[m])
 
     def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
                       before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight") -> bool:
