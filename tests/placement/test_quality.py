@@ -419,6 +419,31 @@ def test_the_pool_no_hole_search_after_an_admission(
     assert got == [(gpus, ours), (gpus, without)]
 
 
+@pytest.mark.parametrize(("family", "seed", "key"), [("mixed", 3009, "g00008"), ("varied", 35024, "g00010"),
+                                                     ("varied", 35028, "g00004")])
+def test_the_gang_an_admission_placed_is_not_flagged_moved_by_the_pool_search(
+        monkeypatch: pytest.MonkeyPatch, family: str, seed: int, key: str) -> None:
+    """The pool's no-hole search after an admission moves the admitted gang too; it had no place before, so the
+    plan does not flag it as moved (nothing moves it later on these seeds)."""
+    from instances import FAMILIES
+
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    moved_by_pool: list[int] = []
+    search = repair.Repairer.no_hole_pool
+
+    def watched(self: repair.Repairer, admitted: CompiledGang) -> None:
+        was = dict(self.assign.get(admitted.idx, {}))
+        search(self, admitted)
+        if self.assign.get(admitted.idx, {}) != was:
+            moved_by_pool.append(admitted.idx)
+
+    monkeypatch.setattr(repair.Repairer, "no_hole_pool", watched)
+    plan = pack(inst.inventory, levels, inst.gangs)
+    assert [inst.gangs[i].key for i in moved_by_pool] == [key]
+    assert plan.gangs[key].placed and not plan.gangs[key].moved
+
+
 # varied development seeds where, held only to their blocks, gangs preferring one rack were split over two
 @pytest.mark.parametrize("seed", [35012, 35032, 35040])
 def test_the_no_hole_searches_keep_a_gang_in_one_domain_of_its_preferred_level(

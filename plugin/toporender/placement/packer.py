@@ -209,7 +209,7 @@ class Packer(Repairer):
                 if dominated or not self.repair(gang):
                     self._refuse(gang, reason, None if dominated else shape)
                 else:
-                    self.no_hole_pool()
+                    self.no_hole_pool(gang)
             self.log.clear()
 
     def _refuse(self, gang: CompiledGang, reason: str, shape: GangShape | None) -> None:

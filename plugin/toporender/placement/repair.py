@@ -118,8 +118,8 @@ HOLE_STEPS = 20_000
 """Steps of one exact search that leaves no new hole (``Repairer._no_hole_try``, ``_no_hole_place`` and
 ``no_hole_pool``)."""
 HOLE_RUN_STEPS = 500_000
-"""Steps of one run's searches of ``Repairer._no_hole_place`` together, and apart from them those of
-``Repairer.no_hole_pool`` (the one after a repair's tight searches counts as one of them)."""
+"""Steps of one run's searches of ``Repairer._no_hole_place`` together, and again of ``Repairer.no_hole_pool``'s
+(the one after a repair's tight searches counts as a tight search)."""
 MIN_HOLE_LEVELS = 4
 """Levels a pool needs for the searches that leave no new hole (``Repairer._holes_searched``)."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
@@ -654,9 +654,9 @@ class Repairer(Fitter):
         levels = {}
         for x in gs:
             lvl = tree.dom_level[self._lca(x.idx)]
-            pref = x.groups[0].pref
-            levels[x.idx] = max(min(lvl, bind), min(pref, finest - 1)) if pref is not None and lvl >= pref \
-                else min(lvl, bind)
+            levels[x.idx] = min(lvl, bind)
+            if (pref := x.groups[0].pref) is not None and lvl >= pref:
+                levels[x.idx] = max(levels[x.idx], min(pref, finest - 1))
         was_spans, was_holes = self._spans(gs, region)[coarse], self._holes(doms, hole)
         if not was_holes:
             return False
@@ -693,14 +693,14 @@ class Repairer(Fitter):
                                                                          free_levels=2):
             self._settle([gang.idx])
 
-    def no_hole_pool(self) -> None:
+    def no_hole_pool(self, admitted: CompiledGang) -> None:
         """After a re-arrangement admitted a gang: every movable gang of a small pool placed again by
         :meth:`_no_hole_try`, its two finest levels free, with steps of its own (``HOLE_STEPS`` a search,
         ``HOLE_RUN_STEPS`` a run).
 
         The admission may move earlier gangs anyway, and the holes left then are mostly not its own: best fit's
         gangs before it left them where no gang could move. Runs only after an admission, so appends that fit
-        still move nothing."""
+        still move nothing. The gang just admitted is not flagged as moved: it had no place before."""
         if not self._holes_searched:
             return
         movable = self._inside(ROOT, charge=False)
@@ -708,7 +708,7 @@ class Repairer(Fitter):
         before = {m: dict(self.assign.get(m, {})) for m in movable}
         if gs and self._no_hole_try(gs, ROOT, before, "pool", free_levels=2):
             self._settle(movable)
-            self.moved.update(m for m in movable if self.assign[m] != before[m])
+            self.moved.update(m for m in movable if m != admitted.idx and self.assign[m] != before[m])
 
     def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
                       before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight") -> bool:
