@@ -356,6 +356,20 @@ def test_without_the_tight_searches_the_moved_gangs_spread(monkeypatch: pytest.M
     assert len(spread_gangs(inst.inventory, plan, "rack")) == 7
 
 
+def _placed_and_stranded(family: str, seed: int) -> tuple[int, int]:
+    """GPUs placed and stranded GPUs (free GPUs of a rack below the smallest subgroup) of the packer's plan for a
+    benchmark instance, whose constraints it must keep."""
+    from instances import FAMILIES, check_plan
+    from quality import metrics
+
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    plan = pack(inst.inventory, levels, inst.gangs)
+    assert check_plan(inst.inventory, levels, inst.gangs, plan) == []
+    placed, _, stranded = metrics(inst, {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}, ("rack",))
+    return placed, stranded
+
+
 NO_HOLE = [
     # (family, seed, stranded GPUs, stranded GPUs without the searches that leave no new hole)
     ("varied", 35030, 0, 4),
@@ -372,19 +386,10 @@ def test_the_no_hole_searches_against_the_stranded_gpus_without_them(
         monkeypatch: pytest.MonkeyPatch, family: str, seed: int, ours: int, without: int) -> None:
     """Stranded GPUs (free GPUs of a rack below the smallest subgroup) with and without the exact searches that
     re-place a gang, or a re-arrangement's gangs, leaving no new hole: the same GPUs placed either way."""
-    from instances import FAMILIES, check_plan
-    from quality import metrics
-
-    make, levels = FAMILIES[family]
-    inst = make(seed)
     got = []
     for steps in (repair.HOLE_STEPS, 0):
         monkeypatch.setattr(repair, "HOLE_STEPS", steps)
-        plan = pack(inst.inventory, levels, inst.gangs)
-        assert check_plan(inst.inventory, levels, inst.gangs, plan) == []
-        asg = {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}
-        placed, _, stranded = metrics(inst, asg, ("rack",))
-        got.append((placed, stranded))
+        got.append(_placed_and_stranded(family, seed))
     assert got[0][0] == got[1][0]
     assert (got[0][1], got[1][1]) == (ours, without)
 
@@ -404,18 +409,10 @@ def test_the_pool_no_hole_search_after_an_admission(
         monkeypatch: pytest.MonkeyPatch, family: str, seed: int, gpus: int, ours: int, without: int) -> None:
     """Every gang of the pool placed again leaving no new hole once a re-arrangement admitted a gang: the holes
     best fit left earlier go, for the same GPUs placed."""
-    from instances import FAMILIES, check_plan
-    from quality import metrics
-
-    make, levels = FAMILIES[family]
-    inst = make(seed)
     got = []
     for steps in (repair.HOLE_RUN_STEPS, 0):
         monkeypatch.setitem(repair.SIDE_RUN_STEPS, "pool", steps)
-        plan = pack(inst.inventory, levels, inst.gangs)
-        assert check_plan(inst.inventory, levels, inst.gangs, plan) == []
-        placed, _, stranded = metrics(inst, {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}, ("rack",))
-        got.append((placed, stranded))
+        got.append(_placed_and_stranded(family, seed))
     assert got == [(gpus, ours), (gpus, without)]
 
 
