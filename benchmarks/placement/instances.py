@@ -635,6 +635,11 @@ HELD_OUT_3_SEEDS = range(5000, 5100)
 """A third held-out set, first run on 2026-11-27 right after the exact search was rebuilt to fill one unit at a
 time: its instances had never been packed before that report."""
 
+HELD_OUT_4_SEEDS = range(40000, 40200)
+"""A fourth held-out set, of 200 seeds no sitting had used for any family, first run on 2026-12-04 with the
+packer of that day: to tell how much of the older sets' gap to BestFit in stranded GPUs and block spans is the
+packer's, and how much their small size."""
+
 
 def family_inventory(rng: random.Random, racks: int, leaf_groups: bool = False, blocks: int = 0,
                      zones: int = 1) -> Inventory:
@@ -759,6 +764,10 @@ VARIED_HELD_OUT_6_SEEDS = range(8500, 8548)
 """A sixth held-out set of the varied family, first run with the code that the fifth development set's changes
 ended with, to tell whether the fifth's unseen worst case is typical."""
 
+VARIED_HELD_OUT_7_SEEDS = range(40000, 40200)
+"""A seventh held-out set of the varied family, of 200 seeds no sitting had used, first run on 2026-12-04 (as the
+mixed family's fourth)."""
+
 VARIED_DEVELOPMENT_5_SEEDS = range(1460, 2260)
 """More seeds of the varied family to look for faults on, first run with the code that measured the fourth
 development set's changes on every held-out set."""
@@ -843,6 +852,10 @@ FRAGMENTED_DEVELOPMENT_SEEDS = range(10100, 10500)
 FRAGMENTED_HELD_OUT_2_SEEDS = range(10600, 10648)
 """A second held-out set of the fragmented family, first run with the same packer as the first (nothing changed
 on the development seeds then), to tell whether the first one's worst case is typical."""
+
+FRAGMENTED_HELD_OUT_3_SEEDS = range(40000, 40200)
+"""A third held-out set of the fragmented family, of 200 seeds no sitting had used, first run on 2026-12-04 (as
+the mixed family's fourth)."""
 
 
 def fragmented_inventory(rng: random.Random) -> Inventory:

@@ -566,3 +566,20 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
     # the last row: the fewest stranded GPUs the gangs ours admits allow, never more than ours strands
     assert rows["HiGHS, ours' gangs***"][7] == f"{statistics.mean(fewest):.1f}"
     assert statistics.mean(fewest) <= float(rows["ours"][7])
+
+
+def test_quality_table_without_the_optimum_keeps_every_other_column() -> None:
+    """``--no-optimum`` drops the optimum's solves only: the share columns show "-", the solver's row is gone, and
+    baselines, spans, stranded and free GPUs are those of the full table."""
+    from quality import run
+
+    seeds = range(2010, 2013)
+    full = {r[0]: r for r in run(seeds, False, "mixed")}
+    quick = {r[0]: r for r in run(seeds, False, "mixed", optimum=False)}
+    assert set(full) - set(quick) == {"HiGHS (optimum)"}
+    for name in ("ours", "first-fit", "bestfit"):
+        assert quick[name][1:3] == ["-", "-"]
+        assert full[name][1] != "-"
+        assert quick[name][3:9] == full[name][3:9]
+    for name in ("ours, same gangs**", "bestfit, same gangs**"):
+        assert quick[name][:9] == full[name][:9]
