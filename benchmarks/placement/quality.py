@@ -218,7 +218,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             f"{statistics.mean(v[4] for v in vals):.1f}",
             f"{1000 * statistics.median(v[3] for v in vals):.1f} ms",
         ])
-    if solver_s:
+    if optimum:
         table.append(["HiGHS (optimum)", "100.0", "100.0", "", *("" for _ in span_levels), "", "",
                       f"{1000 * statistics.median(solver_s):.0f} ms"])
     for name, vals in same_work.items():

@@ -110,6 +110,10 @@ NODE_FILL_RUN_STEPS = 60_000
 """Steps of all node-by-node searches of one run."""
 TIGHT_STEPS = 20_000
 """Steps of one exact search that keeps every moved gang as tight as it was (see ``Repairer._tighten``)."""
+TIGHT_COARSE_STEPS = 100_000
+"""Steps of the exact search that keeps every moved gang inside one domain of the level below the region's, where
+keeping each as tight as it was fails (see ``Repairer._tighten``): such a search often needs more than
+``TIGHT_STEPS``, and runs at most once an admission."""
 TIGHT_RUN_STEPS = 500_000
 """Steps of all those searches of one run together."""
 TIGHT_ROUNDS = 3
@@ -584,10 +588,12 @@ class Repairer(Fitter):
     def _tighten(self, gs: list[CompiledGang], region: int, was_in: dict[int, int],
                  before: dict[int, dict[int, int]]) -> None:
         """Re-arrange the just placed ``gs`` on fewer domains, by exact searches that bind gangs to finer levels
-        than they ask: first each moved gang to the finest level it lay in one domain of before (``was_in``),
-        then, one gang at a time, a gang to the level below the one it now lies in one domain of, with every
-        other gang kept in one domain of its own such level. A result is kept only if it spans fewer domains
-        (coarsest level first). Small pools only, within ``TIGHT_STEPS`` a search and ``TIGHT_RUN_STEPS`` a run.
+        than they ask: first each moved gang to the finest level it lay in one domain of before (``was_in``), or
+        where no such arrangement is found, each to one domain of the level below the region's (a block of the
+        zone, say: the old levels are often racks that the admitted gang needs; ``TIGHT_COARSE_STEPS``), then,
+        one gang at a time, a gang to the level below the one it now lies in one domain of, with every other gang
+        kept in one domain of its own such level. A result is kept only if it spans fewer domains (coarsest level
+        first). Small pools only, within ``TIGHT_STEPS`` a search and ``TIGHT_RUN_STEPS`` a run.
 
         The repair keeps the first arrangement that admits the new gang, and the moved gangs often come out of
         it spread over more racks and blocks than they were, where greedy BestFit would have kept them in one.
@@ -600,7 +606,10 @@ class Repairer(Fitter):
             return
         rlvl = tree.dom_level[region]
         finest = len(tree.levels) - 1
-        self._tight_try(gs, region, was_in, before)
+        if not self._tight_try(gs, region, was_in, before):
+            coarse = {m: min(lvl, rlvl + 1) for m, lvl in was_in.items()}
+            if coarse != was_in and rlvl + 1 < finest:
+                self._tight_try(gs, region, coarse, before, TIGHT_COARSE_STEPS)
         failed: set[tuple[int, int]] = set()
         for _ in range(TIGHT_ROUNDS):
             better = False
@@ -618,12 +627,12 @@ class Repairer(Fitter):
         self._no_hole_try(gs, region, before)
 
     def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
-                   before: dict[int, dict[int, int]]) -> bool:
+                   before: dict[int, dict[int, int]], steps: int = TIGHT_STEPS) -> bool:
         """One search of :meth:`_tighten`: ``gs`` placed again with each gang bound to its level in ``levels``
         (where finer than its own); kept if it spans fewer domains."""
         was = self._spans(gs, region)
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before) and self._spans(gs, region) < was:
+        if self._bound_search(gs, region, levels, before, steps=steps) and self._spans(gs, region) < was:
             return True
         self._rollback(mark, None)
         return False
@@ -711,15 +720,16 @@ class Repairer(Fitter):
             self.moved.update(m for m in movable if m != admitted.idx and self.assign[m] != before[m])
 
     def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
-                      before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight") -> bool:
+                      before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight",
+                      steps: int = TIGHT_STEPS) -> bool:
         """``gs`` released and placed again by an exact search with each gang bound to its level in ``levels``
         (where finer than its own and the region's), leaving no unit a hole below ``no_hole`` GPUs (0: any),
-        within the ``side`` budget; whether it found an arrangement (then it is taken; else the caller rolls
-        back)."""
+        within ``steps`` (``HOLE_STEPS`` with ``no_hole``) and the ``side`` budget; whether it found an
+        arrangement (then it is taken; else the caller rolls back)."""
         tree = self.tree
         rlvl = tree.dom_level[region]
         tight = {m: lvl for m, lvl in levels.items() if lvl > rlvl and lvl > self.gangs[m].groups[0].req}
-        steps = min(HOLE_STEPS if no_hole else TIGHT_STEPS, SIDE_RUN_STEPS[side] - self.side_spent[side])
+        steps = min(HOLE_STEPS if no_hole else steps, SIDE_RUN_STEPS[side] - self.side_spent[side])
         if (not tight and not no_hole) or steps <= 0:
             return False
         bound = [dataclasses.replace(x, groups=[dataclasses.replace(g, req=max(g.req, tight[x.idx]))
