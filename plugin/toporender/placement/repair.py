@@ -606,7 +606,7 @@ class Repairer(Fitter):
             return
         rlvl = tree.dom_level[region]
         finest = len(tree.levels) - 1
-        if not self._tight_try(gs, region, was_in, before):
+        if not self._tight_try(gs, region, was_in, before, TIGHT_STEPS):
             coarse = {m: min(lvl, rlvl + 1) for m, lvl in was_in.items()}
             if coarse != was_in and rlvl + 1 < finest:
                 self._tight_try(gs, region, coarse, before, TIGHT_COARSE_STEPS)
@@ -617,7 +617,7 @@ class Repairer(Fitter):
                 now = {y.idx: tree.dom_level[self._lca(y.idx)] for y in gs}
                 if rlvl <= now[x.idx] < finest and (x.idx, now[x.idx]) not in failed:
                     now[x.idx] += 1
-                    if self._tight_try(gs, region, now, before):
+                    if self._tight_try(gs, region, now, before, TIGHT_STEPS):
                         better = True
                         failed.clear()
                     else:
@@ -627,12 +627,12 @@ class Repairer(Fitter):
         self._no_hole_try(gs, region, before)
 
     def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
-                   before: dict[int, dict[int, int]], steps: int = TIGHT_STEPS) -> bool:
-        """One search of :meth:`_tighten`: ``gs`` placed again with each gang bound to its level in ``levels``
-        (where finer than its own); kept if it spans fewer domains."""
+                   before: dict[int, dict[int, int]], steps: int) -> bool:
+        """One search of :meth:`_tighten`, within ``steps``: ``gs`` placed again with each gang bound to its level
+        in ``levels`` (where finer than its own); kept if it spans fewer domains."""
         was = self._spans(gs, region)
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before, steps=steps) and self._spans(gs, region) < was:
+        if self._bound_search(gs, region, levels, before, steps) and self._spans(gs, region) < was:
             return True
         self._rollback(mark, None)
         return False
@@ -670,7 +670,7 @@ class Repairer(Fitter):
         if not was_holes:
             return False
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before, hole, side):
+        if self._bound_search(gs, region, levels, before, HOLE_STEPS, hole, side):
             spans = self._spans(gs, region)[coarse]
             if all(a <= b for a, b in zip(spans, was_spans, strict=True)) and self._holes(doms, hole) < was_holes:
                 return True
@@ -720,16 +720,16 @@ class Repairer(Fitter):
             self.moved.update(m for m in movable if m != admitted.idx and self.assign[m] != before[m])
 
     def _bound_search(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
-                      before: dict[int, dict[int, int]], no_hole: int = 0, side: str = "tight",
-                      steps: int = TIGHT_STEPS) -> bool:
+                      before: dict[int, dict[int, int]], steps: int, no_hole: int = 0,
+                      side: str = "tight") -> bool:
         """``gs`` released and placed again by an exact search with each gang bound to its level in ``levels``
         (where finer than its own and the region's), leaving no unit a hole below ``no_hole`` GPUs (0: any),
-        within ``steps`` (``HOLE_STEPS`` with ``no_hole``) and the ``side`` budget; whether it found an
-        arrangement (then it is taken; else the caller rolls back)."""
+        within ``steps`` and the ``side`` budget; whether it found an arrangement (then it is taken; else the
+        caller rolls back)."""
         tree = self.tree
         rlvl = tree.dom_level[region]
         tight = {m: lvl for m, lvl in levels.items() if lvl > rlvl and lvl > self.gangs[m].groups[0].req}
-        steps = min(HOLE_STEPS if no_hole else steps, SIDE_RUN_STEPS[side] - self.side_spent[side])
+        steps = min(steps, SIDE_RUN_STEPS[side] - self.side_spent[side])
         if (not tight and not no_hole) or steps <= 0:
             return False
         bound = [dataclasses.replace(x, groups=[dataclasses.replace(g, req=max(g.req, tight[x.idx]))
