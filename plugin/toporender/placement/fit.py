@@ -130,7 +130,8 @@ class Fitter:
         self.lca: dict[int, int] = {}
         self.spent = 0
         self.exact_spent = 0
-        self.side_spent = {"fluid": 0, "short": 0, "keep": 0, "node": 0, "tight": 0, "hole": 0, "pool": 0}
+        self.side_spent = {"fluid": 0, "short": 0, "keep": 0, "node": 0, "tight": 0, "hole": 0, "pool": 0,
+                           "tight-pool": 0}
         """Steps of the run's undecided searches charged to a side budget (``SIDE_RUN_STEPS`` in repair)."""
         self.late_spent = 0
         self.gang_exact_spent = 0

@@ -209,6 +209,7 @@ class Packer(Repairer):
                 if dominated or not self.repair(gang):
                     self._refuse(gang, reason, None if dominated else shape)
                 else:
+                    self.tight_pool(gang)
                     self.no_hole_pool(gang)
             self.log.clear()
 

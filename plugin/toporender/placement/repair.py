@@ -5,9 +5,10 @@ pool) are lifted, assigned whole to domains of their required level (a search of
 re-packed by a depth-first search over leaf groups, largest pods first, with forward checking. In small regions
 the gangs of an admission are then placed again, together and one by one, where that spans fewer domains; in
 small pools exact searches first bind them to finer levels than they ask (see ``Repairer._tighten``), and one
-places them leaving no new hole; then every gang of the pool is placed again the same way, with the two finest
-levels left free (``Repairer.no_hole_pool``), and a gang best fit leaves a hole with is placed again so, alone
-(``Repairer._no_hole_place``).
+places them leaving no new hole; then, where a gang is left over more than one block, every gang of the pool is
+bound to one block (``Repairer.tight_pool``), and every gang of the pool is placed again leaving no new hole, with
+the two finest levels left free (``Repairer.no_hole_pool``); a gang best fit leaves a hole with is placed again
+so, alone (``Repairer._no_hole_place``).
 When that fails in a small pool, one to three earlier gangs are lifted and placed again after the new one,
 before the whole pool is re-packed exactly (the costliest search). An exact search that runs out of steps in its
 first two orders is tried with gangs bound to nothing as parts, then restarted in other orders (each both as parts
@@ -116,6 +117,9 @@ keeping each as tight as it was fails (see ``Repairer._tighten``): such a search
 ``TIGHT_STEPS``, and runs at most once an admission."""
 TIGHT_RUN_STEPS = 500_000
 """Steps of all those searches of one run together."""
+TIGHT_POOL_RUN_STEPS = 500_000
+"""Steps of one run's searches of ``Repairer.tight_pool`` together: a budget of their own, so the searches of
+each admission keep the steps they had."""
 TIGHT_ROUNDS = 3
 """Rounds of binding one gang at a time to a finer level (see ``Repairer._tighten``)."""
 HOLE_STEPS = 20_000
@@ -128,7 +132,7 @@ MIN_HOLE_LEVELS = 4
 """Levels a pool needs for the searches that leave no new hole (``Repairer._holes_searched``)."""
 SIDE_RUN_STEPS = {"fluid": EXACT_FLUID_RUN_STEPS, "short": EXACT_SHORT_RUN_STEPS, "keep": REPAIR_KEEP_RUN_STEPS,
                   "node": NODE_FILL_RUN_STEPS, "tight": TIGHT_RUN_STEPS,
-                  "hole": HOLE_RUN_STEPS, "pool": HOLE_RUN_STEPS}
+                  "hole": HOLE_RUN_STEPS, "pool": HOLE_RUN_STEPS, "tight-pool": TIGHT_POOL_RUN_STEPS}
 """Per side budget, the steps of one run's searches charged to it when they end without an answer (the tight
 searches' whatever they find)."""
 EXACT_REGIONS = 3
@@ -589,8 +593,9 @@ class Repairer(Fitter):
                  before: dict[int, dict[int, int]]) -> None:
         """Re-arrange the just placed ``gs`` on fewer domains, by exact searches that bind gangs to finer levels
         than they ask: first each moved gang to the finest level it lay in one domain of before (``was_in``), or
-        where no such arrangement is found, each to one domain of the level below the region's (a block of the
-        zone, say: the old levels are often racks that the admitted gang needs; ``TIGHT_COARSE_STEPS``), then,
+        where no such arrangement is found, to one domain of the level below the region's (a block of the zone,
+        say: the old levels are often racks that the admitted gang needs), the admitted gang too, else all but
+        one (:meth:`_one_each`), then,
         one gang at a time, a gang to the level below the one it now lies in one domain of, with every other gang
         kept in one domain of its own such level. A result is kept only if it spans fewer domains (coarsest level
         first). Small pools only, within ``TIGHT_STEPS`` a search and ``TIGHT_RUN_STEPS`` a run.
@@ -609,7 +614,7 @@ class Repairer(Fitter):
         if not self._tight_try(gs, region, was_in, before, TIGHT_STEPS):
             coarse = {m: min(lvl, rlvl + 1) for m, lvl in was_in.items()}
             if coarse != was_in and rlvl + 1 < finest:
-                self._tight_try(gs, region, coarse, before, TIGHT_COARSE_STEPS)
+                self._one_each(gs, region, coarse, before, "tight")
         failed: set[tuple[int, int]] = set()
         for _ in range(TIGHT_ROUNDS):
             better = False
@@ -626,13 +631,32 @@ class Repairer(Fitter):
                 break
         self._no_hole_try(gs, region, before)
 
+    def _one_each(self, gs: list[CompiledGang], region: int, coarse: dict[int, int],
+                  before: dict[int, dict[int, int]], side: str) -> bool:
+        """Searches of ``gs`` with gangs bound to one domain of their level in ``coarse`` (one level, or none),
+        until one spans fewer domains: every gang of ``gs`` not in ``coarse`` bound to that level too, then those
+        of ``coarse``, then those of ``coarse`` but one, each in turn. Whether one was kept.
+
+        Where every gang in one block leaves the admitted gang no room, one gang spread over two is often what
+        it needs; which one, only a search tells. The first two searches have ``TIGHT_COARSE_STEPS``, each of
+        the others ``TIGHT_STEPS``, all within the ``side`` budget."""
+        level = max(coarse.values())
+        every = {**{x.idx: level for x in gs}, **coarse}
+        if every != coarse and self._tight_try(gs, region, every, before, TIGHT_COARSE_STEPS, side):
+            return True
+        if self._tight_try(gs, region, coarse, before, TIGHT_COARSE_STEPS, side):
+            return True
+        return any(self._tight_try(gs, region, {m: lvl for m, lvl in coarse.items() if m != y}, before, TIGHT_STEPS,
+                                   side)
+                   for y in coarse)
+
     def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
-                   before: dict[int, dict[int, int]], steps: int) -> bool:
-        """One search of :meth:`_tighten`, within ``steps``: ``gs`` placed again with each gang bound to its level
-        in ``levels`` (where finer than its own); kept if it spans fewer domains."""
+                   before: dict[int, dict[int, int]], steps: int, side: str = "tight") -> bool:
+        """One search of :meth:`_tighten`, within ``steps`` and the ``side`` budget: ``gs`` placed again with each
+        gang bound to its level in ``levels`` (where finer than its own); kept if it spans fewer domains."""
         was = self._spans(gs, region)
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before, steps) and self._spans(gs, region) < was:
+        if self._bound_search(gs, region, levels, before, steps, side=side) and self._spans(gs, region) < was:
             return True
         self._rollback(mark, None)
         return False
@@ -701,6 +725,33 @@ class Repairer(Fitter):
         if self._holes(mine, self.hole[gang.idx]) and self._no_hole_try([gang], ROOT, {gang.idx: dict(asg)}, "hole",
                                                                          free_levels=2):
             self._settle([gang.idx])
+
+    def tight_pool(self, admitted: CompiledGang) -> None:
+        """After a re-arrangement admitted a gang: where a gang of a small pool now spans more than one domain
+        of the level below the pool's coarsest (a block of the zone), every movable gang placed again by exact
+        searches that bind gangs to one such domain, kept if the pool spans fewer domains (coarsest level
+        first): first each gang held as tight as it lies, but at least to one block; then :meth:`_one_each`.
+
+        The admission's own searches move the gangs of one region, or the few it lifted, and bind them to where
+        they lay; the blocks they leave a gang spread over are often freed only by moving gangs the admission
+        did not touch. Runs only after an admission, so appends that fit still move nothing; small pools of at
+        least four levels, like the searches that leave no new hole; steps of its own (``TIGHT_POOL_RUN_STEPS``
+        a run)."""
+        if not self._holes_searched:
+            return
+        tree = self.tree
+        movable = self._inside(ROOT, charge=False)
+        gs = [self.gangs[m] for m in movable]
+        block = tree.dom_level[ROOT] + 2
+        now = {m: tree.dom_level[self.lca[m]] for m in movable}
+        if all(lvl >= block for lvl in now.values()) or not ExactRepack.applies(tree, ROOT, gs):
+            return
+        before = {m: dict(self.assign.get(m, {})) for m in movable}
+        if (self._tight_try(gs, ROOT, {m: max(lvl, block) for m, lvl in now.items()}, before, TIGHT_COARSE_STEPS,
+                            "tight-pool")
+                or self._one_each(gs, ROOT, {m: block for m in movable}, before, "tight-pool")):
+            self._settle(movable)
+            self.moved.update(m for m in movable if m != admitted.idx and self.assign[m] != before[m])
 
     def no_hole_pool(self, admitted: CompiledGang) -> None:
         """After a re-arrangement admitted a gang: every movable gang of a small pool placed again by
