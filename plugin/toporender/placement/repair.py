@@ -635,8 +635,8 @@ class Repairer(Fitter):
                   before: dict[int, dict[int, int]], side: str) -> bool:
         """Searches of ``gs`` with gangs bound to one domain of their level in ``coarse`` (one level, or none),
         until one spans fewer domains: every gang of ``gs`` not in ``coarse`` bound to that level too, then those
-        of ``coarse``, then those of ``coarse`` but one, each in turn (but one that must lie in one such domain
-        anyway). Whether one was kept.
+        of ``coarse``, then those of ``coarse`` but one, each in turn (but one that is not bound to that level, or
+        must lie in one such domain anyway). Whether one was kept.
 
         Where every gang in one block leaves the admitted gang no room, one gang spread over two is often what
         it needs; which one, only a search tells. The first two searches have ``TIGHT_COARSE_STEPS``, each of
@@ -649,7 +649,7 @@ class Repairer(Fitter):
             return True
         return any(self._tight_try(gs, region, {m: lvl for m, lvl in coarse.items() if m != y}, before, TIGHT_STEPS,
                                    side)
-                   for y in coarse if self.gangs[y].groups[0].req < level)
+                   for y, lvl in coarse.items() if lvl == level and self.gangs[y].groups[0].req < level)
 
     def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
                    before: dict[int, dict[int, int]], steps: int, side: str = "tight") -> bool:
