@@ -10,9 +10,9 @@ import argparse
 import math
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from toporender.expand.levels import LevelConstraint
 from toporender.placement.demand import GangDemand, PodDemand, SubgroupDemand
@@ -333,7 +333,7 @@ def mip_feasible(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDema
     Integer x[s, n] = pods of leaf group s (one pod size) on node n; binary e[s, d] picks s's required domain and
     e[gang, d] the gang's; capacity per node. Returns None if the solver hit its time limit.
     """
-    return _feasible(_mip_model(inv, levels, gangs, time_limit)[0])
+    return _feasible(_mip_model(inv, levels, gangs, time_limit).highs)
 
 
 def fewest_stranded(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand], unit: int,
@@ -347,11 +347,12 @@ def fewest_stranded(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangD
     none exists."""
     import highspy
 
-    h, nodes, cap_rows = _mip_model(inv, levels, gangs, time_limit)
+    model = _mip_model(inv, levels, gangs, time_limit)
+    h, cap_rows = model.highs, model.cap_rows
     inf = highspy.kHighsInf
     col = h.getNumCol()
     domains: dict[str, list[Node]] = {}
-    for n in nodes:
+    for n in model.nodes:
         domains.setdefault(n.labels[label], []).append(n)
     for _, members in sorted(domains.items()):
         free = float(sum(n.free_gpus for n in members))
@@ -366,6 +367,48 @@ def fewest_stranded(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangD
         used = ([v for v, _ in terms], [c for _, c in terms])
         h.addRow(free, inf, len(terms) + 2, [*used[0], s, b], [*used[1], 1.0, free])
         h.addRow(-inf, free, len(terms) + 1, [*used[0], b], [*used[1], float(unit)])
+    return _least(h)
+
+
+def fewest_blocks(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand], counted: Collection[str],
+                  time_limit: float = 30.0, label: str = "block") -> tuple[int, int] | None:
+    """The fewest ``label`` domains the ``counted`` gangs span in all, over every arrangement of all ``gangs``,
+    with HiGHS: (best found, proven least).
+
+    The placement model of :func:`mip_feasible`, plus per counted gang and domain a binary y that each of the
+    gang's placement columns on a node of the domain implies (x <= pods * y); the y summed is minimised. The
+    counted gangs are those a span column averages over (``quality.py`` counts the gangs every packer placed), the
+    others only hold their room. None: no arrangement found in time, or none exists."""
+    import highspy
+
+    model = _mip_model(inv, levels, gangs, time_limit)
+    h = model.highs
+    inf = highspy.kHighsInf
+    col = h.getNumCol()
+    domain = {n.name: n.labels.get(label) for n in model.nodes}
+    for gang in gangs:
+        if gang.key not in counted:
+            continue
+        by_domain: dict[str, list[int]] = {}
+        for name, v in model.gang_cols[gang.key]:
+            by_domain.setdefault(str(domain[name]), []).append(v)
+        pods = float(len(gang.pods))
+        for _, vs in sorted(by_domain.items()):
+            y = col
+            col += 1
+            h.addVar(0, 1)
+            h.changeColIntegrality(y, highspy.HighsVarType.kInteger)
+            h.changeColCost(y, 1.0)
+            for v in vs:
+                h.addRow(-inf, 0, 2, [v, y], [1.0, -pods])
+    return _least(h)
+
+
+def _least(h: Any) -> tuple[int, int] | None:
+    """Solve a model whose objective counts whole units (every cost 0 or 1 on integer columns): (best found,
+    proven least), or None where no arrangement was found in time or its rounded solution breaks the model."""
+    import highspy
+
     h.run()
     values = h.getSolution().col_value
     lp = h.getLp()
@@ -378,9 +421,20 @@ def fewest_stranded(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangD
     return found, max(0, least)
 
 
-def _mip_model(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand],
-               time_limit: float) -> tuple[Any, list[Node], dict[str, list[tuple[int, float]]]]:
-    """:func:`mip_feasible`'s model: (HiGHS with it, the nodes it places on, per node its (column, GPUs) terms)."""
+class MipModel(NamedTuple):
+    """:func:`mip_feasible`'s model, for the models built on it."""
+
+    highs: Any
+    nodes: list[Node]
+    """The nodes it places on."""
+    cap_rows: dict[str, list[tuple[int, float]]]
+    """Per node, its (column, GPUs a unit) terms."""
+    gang_cols: dict[str, list[tuple[str, int]]]
+    """Per gang, its (node, column) placement columns."""
+
+
+def _mip_model(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand], time_limit: float) -> MipModel:
+    """:func:`mip_feasible`'s model, with HiGHS holding it."""
     import highspy
 
     h = highspy.Highs()
@@ -392,6 +446,7 @@ def _mip_model(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand
     inf = highspy.kHighsInf
     col = 0
     cap_rows: dict[str, list[tuple[int, float]]] = {n.name: [] for n in nodes}
+    gang_cols: dict[str, list[tuple[str, int]]] = {}
 
     def add_var(lo: float, hi: float, integer: bool) -> int:
         nonlocal col
@@ -434,6 +489,7 @@ def _mip_model(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand
                 v = add_var(0, n.free_gpus // g, True)
                 xs.append((n, v))
                 cap_rows[n.name].append((v, float(g)))
+                gang_cols.setdefault(gang.key, []).append((n.name, v))
             k = len(pods)
             h.addRow(k, k, len(xs), [v for _, v in xs], [1.0] * len(xs))
             if gang.constraint.required:
@@ -456,7 +512,7 @@ def _mip_model(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDemand
         row = cap_rows[n.name]
         if row:
             h.addRow(-inf, float(n.free_gpus), len(row), [v for v, _ in row], [c for _, c in row])
-    return h, nodes, cap_rows
+    return MipModel(h, nodes, cap_rows, gang_cols)
 
 
 def _feasible(h: Any) -> bool | None:

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied|fragmented] [--set tuning|development|
 development-2|...|development-6|held-out|held-out-2|...|held-out-7] [--seeds N] [--first S] [--verbose]
-[--no-optimum] [--fewest-stranded]
+[--no-optimum] [--fewest-stranded] [--fewest-blocks]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and cordoned
@@ -20,8 +20,9 @@ packer placed), stranded GPUs (free GPUs in racks smaller than the smallest subg
 instance; then spans and stranded GPUs again, of ours and BestFit, over the instances where BestFit admits
 exactly the gangs ours does; with ``--fewest-stranded``, the fewest stranded GPUs any arrangement of the gangs
 ours admits leaves (HiGHS, ``instances.fewest_stranded``): how far our stranded GPUs are from what that work
-forces. ``--no-optimum`` leaves out the optimum's solves (the share columns show "-"): spans and stranded GPUs
-of the 200-seed sets in minutes.
+forces; with ``--fewest-blocks``, in the same row, the fewest blocks per gang any arrangement of those gangs
+allows (``instances.fewest_blocks``), over the gangs the span columns count. ``--no-optimum`` leaves out the
+optimum's solves (the share columns show "-"): spans and stranded GPUs of the 200-seed sets in minutes.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from instances import (  # noqa: E402
     arrival_optimum,
     bestfit_run,
     check_plan,
+    fewest_blocks,
     fewest_stranded,
     firstfit_run,
 )
@@ -138,9 +140,10 @@ def share(placed: int, opt: int) -> float:
 
 
 def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0,
-        fewest_row: bool = False, optimum: bool = True) -> list[list[str]]:
+        fewest_row: bool = False, optimum: bool = True, blocks_row: bool = False) -> list[list[str]]:
     """The summary table; with ``fewest_row``, a last row of the fewest stranded GPUs ours' gangs allow (a second
-    solve per instance: on the first generator's 40 seeds, minutes more). Without ``optimum``, no HiGHS solve
+    solve per instance: on the first generator's 40 seeds, minutes more); with ``blocks_row``, in that row the
+    fewest blocks per gang they allow (another solve per instance). Without ``optimum``, no HiGHS solve
     of the arrival-order optimum: the share columns show "-" and the solver's row is left out, so spans and
     stranded GPUs of sets of hundreds of instances take minutes, not hours."""
     make, levels = FAMILIES[family]
@@ -154,6 +157,8 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
     # per instance the fewest stranded GPUs the gangs ours admits force (proven), and how many solves ended early
     fewest: list[int] = []
     fewest_s: list[float] = []
+    # per instance the fewest blocks per gang, over the gangs every packer placed, ours' gangs allow (proven)
+    fewest_blocks_per_gang: list[float] = []
     unproven = 0
     violations = 0
     for seed in seeds:
@@ -190,13 +195,21 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             rows[name].append((None if opt is None else share(placed[name], opt), spans, s, t, free - placed[name]))
         for name in BASELINES:
             below[name] += placed["ours"] < placed[name]
+        admitted = [g for g in inst.gangs if g.key in asgs["ours"][0]]
+        t0 = time.perf_counter()
         if fewest_row:
-            t0 = time.perf_counter()
-            got = fewest_stranded(inst.inventory, levels, [g for g in inst.gangs if g.key in asgs["ours"][0]],
-                                  stranded_unit(inst), time_limit)
-            fewest_s.append(time.perf_counter() - t0)
+            got = fewest_stranded(inst.inventory, levels, admitted, stranded_unit(inst), time_limit)
             fewest.append(0 if got is None else got[1])
             unproven += got is None or got[0] != got[1]
+        if blocks_row and not both:
+            fewest_blocks_per_gang.append(0.0)  # as the span columns count an instance with no gang in common
+        elif blocks_row:
+            got = fewest_blocks(inst.inventory, levels, admitted, both, time_limit)
+            # a solve without an answer proves nothing but one block a gang
+            fewest_blocks_per_gang.append(1.0 if got is None else got[1] / len(both))
+            unproven += got is None or got[0] != got[1]
+        if fewest_row or blocks_row:
+            fewest_s.append(time.perf_counter() - t0)
         if set(asgs["ours"][0]) == set(asgs["bestfit"][0]):
             for name in same_work:
                 same_work[name].append(whole[name])
@@ -227,9 +240,11 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
                         for i in range(len(span_levels))),
                       f"{statistics.mean(v[1] for v in vals):.1f}" if vals else "-",
                       f"{statistics.mean(v[2] for v in vals):.1f}" if vals else "-", ""])
-    if fewest_row:
+    if fewest_row or blocks_row:
         table.append(["HiGHS, ours' gangs***", "", "", f"{unproven} not proven" if unproven else "",
-                      *("" for _ in span_levels), f"{statistics.mean(fewest):.1f}", "",
+                      *(f"{statistics.mean(fewest_blocks_per_gang):.2f}" if lv == "block" and blocks_row
+                        and fewest_blocks_per_gang else "" for lv in span_levels),
+                      f"{statistics.mean(fewest):.1f}" if fewest_row else "", "",
                       f"{1000 * statistics.median(fewest_s):.0f} ms"])
     return table
 
@@ -248,6 +263,8 @@ def main() -> None:
                     help="no HiGHS solve of the arrival-order optimum: spans, stranded GPUs and the baselines only")
     ap.add_argument("--fewest-stranded", action="store_true",
                     help="a last row: the fewest stranded GPUs any arrangement of the gangs ours admits leaves")
+    ap.add_argument("--fewest-blocks", action="store_true",
+                    help="in that row: the fewest blocks per gang any arrangement of the gangs ours admits allows")
     args = ap.parse_args()
     if args.family in FAMILY_SETS:
         sets = FAMILY_SETS[args.family]
@@ -262,7 +279,8 @@ def main() -> None:
     else:
         first = 1000 if args.first is None else args.first
         seeds = range(first, first + (40 if args.seeds is None else args.seeds))
-    table = run(seeds, args.verbose, args.family, args.time_limit, args.fewest_stranded, not args.no_optimum)
+    table = run(seeds, args.verbose, args.family, args.time_limit, args.fewest_stranded, not args.no_optimum,
+                args.fewest_blocks)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     what = "random fragmented instances" if args.family == "nvl72" else f"{args.family} family, {args.set} set"
     print(f"quality on {len(seeds)} {what} (seeds {seeds.start}..{seeds.stop - 1})")
@@ -270,9 +288,9 @@ def main() -> None:
           "smallest subgroup")
     print("** the instances where BestFit admits exactly the gangs ours admits: the same work, placed two ways "
           "(elsewhere they admit different gangs, ours never fewer GPUs)")
-    if args.fewest_stranded:
-        print("*** the fewest stranded GPUs any arrangement of the gangs ours admits leaves (where a solve ends at "
-              "its time limit, the least it proved)")
+    if args.fewest_stranded or args.fewest_blocks:
+        print("*** the fewest stranded GPUs, or blocks per gang over the gangs every packer placed, any arrangement "
+              "of the gangs ours admits allows (where a solve ends at its time limit, the least it proved)")
     for i, r in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:

@@ -536,20 +536,71 @@ def test_stranded_gpus_against_the_fewest_the_admitted_gangs_allow(family: str, 
     assert fewest_stranded(inst.inventory, levels, admitted, stranded_unit(inst)) == (fewest, fewest)
 
 
+def _blocks(*free: tuple[int, ...]) -> Inventory:
+    """One zone; block b<i> holds one 8-GPU node (in a rack of its own) per entry of ``free[i]``, that many free."""
+    return Inventory.of([Node(f"b{b}-n{n}", {"zone": "z", "block": f"b{b}", "rack": f"b{b}-r{n}"}, 8, 8 - f)
+                         for b, nodes in enumerate(free) for n, f in enumerate(nodes)])
+
+
+FEWEST_BLOCKS = [
+    # (free GPUs per node of each block, gangs as (key, pods of 4 GPUs), the gangs counted, fewest blocks)
+    (((8,), (8,)), (("a", 2),), "a", (1, 1)),  # both pods in one block
+    (((4,), (4,)), (("a", 2),), "a", (2, 2)),  # no block holds 8 GPUs
+    (((8,), (4,), (4,)), (("a", 2), ("b", 2)), "ab", (3, 3)),  # one gang in the 8, the other split
+    (((8,), (4,), (4,)), (("a", 2), ("b", 2)), "b", (1, 1)),  # the uncounted gang is the one split
+    (((4, 4), (8,)), (("a", 2), ("b", 1), ("c", 1)), "a", (1, 1)),  # b and c leave a block whole for a
+    (((4,), (4,)), (("a", 3),), "a", None),  # 12 GPUs in 8: no arrangement
+]
+
+
+@pytest.mark.parametrize(("free", "gangs", "counted", "fewest"), FEWEST_BLOCKS)
+def test_fewest_blocks_of_an_arrangement(free: tuple[tuple[int, ...], ...], gangs: tuple[tuple[str, int], ...],
+                                         counted: str, fewest: tuple[int, int] | None) -> None:
+    from instances import LEVELS, fewest_blocks
+
+    demands = [gang(key, pods=pods) for key, pods in gangs]
+    assert fewest_blocks(_blocks(*free), LEVELS, demands, set(counted)) == fewest
+
+
+@pytest.mark.parametrize(("family", "seed", "ours", "bestfit", "fewest"), [
+    ("varied", 35001, 4, 3, 3),  # one gang spans a block more than an arrangement of the same gangs needs
+    ("varied", 35008, 7, 6, 7),  # the gangs ours admits force a block more than BestFit's plan spans
+])
+def test_blocks_against_the_fewest_the_admitted_gangs_allow(family: str, seed: int, ours: int, bestfit: int,
+                                                            fewest: int) -> None:
+    """Blocks spanned by the gangs every packer placed, of ours and BestFit, against the fewest any arrangement
+    of the gangs ours admits allows: the room the arrangement leaves, and the part the admitted work forces."""
+    from instances import FAMILIES, bestfit_run, fewest_blocks, firstfit_run
+
+    make, levels = FAMILIES[family]
+    inst = make(seed)
+    plan = pack(inst.inventory, levels, inst.gangs)
+    asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
+            "bestfit": bestfit_run(inst.inventory, levels, inst.gangs),
+            "first-fit": firstfit_run(inst.inventory, levels, inst.gangs)}
+    both = set.intersection(*(set(a) for a in asgs.values()))
+    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+    spans = {name: sum(len({block[n] for n in asg[k].values()}) for k in both) for name, asg in asgs.items()}
+    assert (spans["ours"], spans["bestfit"]) == (ours, bestfit)
+    admitted = [g for g in inst.gangs if g.key in asgs["ours"]]
+    assert fewest_blocks(inst.inventory, levels, admitted, both) == (fewest, fewest)
+
+
 def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> None:
     """The table's same-work rows hold spans, stranded and free GPUs left over the instances where BestFit admits
     exactly the gangs ours does, for both packers alike; its last, the fewest stranded GPUs ours' gangs allow."""
     import statistics
 
-    from instances import FAMILY_LEVELS, bestfit_run, family_instance, fewest_stranded
+    from instances import FAMILY_LEVELS, bestfit_run, family_instance, fewest_blocks, fewest_stranded, firstfit_run
     from quality import free_gpus, metrics, run, stranded_unit
 
     seeds = range(2000, 2006)
-    table = run(seeds, False, "mixed", fewest_row=True)
+    table = run(seeds, False, "mixed", fewest_row=True, blocks_row=True)
     rows = {r[0]: r for r in table}
     levels = ("clique", "rack", "block")
     same: dict[str, list[tuple[list[float], int, int]]] = {"ours": [], "bestfit": []}
     fewest = []
+    fewest_per_gang = []
     left: dict[str, list[int]] = {"ours": [], "bestfit": []}
     for seed in seeds:
         inst = family_instance(seed)
@@ -560,6 +611,10 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
                               stranded_unit(inst))
         assert got is not None and got[0] == got[1]
         fewest.append(got[1])
+        both = set(asgs["ours"]) & set(asgs["bestfit"]) & set(firstfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs))
+        blocks = fewest_blocks(inst.inventory, FAMILY_LEVELS, [g for g in inst.gangs if g.key in asgs["ours"]], both)
+        assert blocks is not None and blocks[0] == blocks[1]
+        fewest_per_gang.append(blocks[1] / len(both))
         for name, asg in asgs.items():
             placed, spans, stranded = metrics(inst, asg, levels)
             left[name].append(free_gpus(inst) - placed)
@@ -576,9 +631,11 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
     for name, got in left.items():
         assert rows[name][8] == f"{statistics.mean(got):.1f}"
     assert all(a <= b for a, b in zip(left["ours"], left["bestfit"], strict=True))
-    # the last row: the fewest stranded GPUs the gangs ours admits allow, never more than ours strands
-    assert rows["HiGHS, ours' gangs***"][7] == f"{statistics.mean(fewest):.1f}"
+    # the last row: the fewest stranded GPUs and blocks per gang the gangs ours admits allow, never more than ours
+    assert rows["HiGHS, ours' gangs***"][4:8] == ["", "", f"{statistics.mean(fewest_per_gang):.2f}",
+                                                  f"{statistics.mean(fewest):.1f}"]
     assert statistics.mean(fewest) <= float(rows["ours"][7])
+    assert statistics.mean(fewest_per_gang) <= float(rows["ours"][6])
 
 
 def test_quality_table_without_the_optimum_keeps_every_other_column() -> None:
