@@ -217,6 +217,11 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             print(f"seed {seed}: optimum {opt}  " + "  ".join(f"{n} {share(placed[n], opt):.3f}" for n in names))
         elif verbose:
             print(f"seed {seed}: " + "  ".join(f"{n} {placed[n]} GPUs" for n in names))
+        if verbose and blocks_row and both:
+            at = span_levels.index("block")
+            print(f"seed {seed}: blocks of the {len(both)} gangs every packer placed: " + "  ".join(
+                f"{n} {round(rows[n][-1][1][at] * len(both))}" for n in names)
+                + f"  fewest for ours' gangs {fewest_blocks_per_gang[-1] * len(both):.0f}")
     table = [["packer", "avg % of optimum", "worst %", "below it", *(f"{lv}s/gang*" for lv in span_levels),
               "stranded GPUs (avg)", "free GPUs left (avg)", "median time"]]
     for name, vals in rows.items():

@@ -638,6 +638,32 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
     assert statistics.mean(fewest_per_gang) <= float(rows["ours"][6])
 
 
+def test_quality_verbose_lines_give_each_instances_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    """With ``--verbose --fewest-blocks``, each instance's blocks of the gangs every packer placed, per packer
+    and the fewest ours' gangs allow: the sums the table's block column averages, for comparisons finer than it."""
+    from instances import FAMILY_LEVELS, bestfit_run, family_instance, fewest_blocks, firstfit_run
+    from quality import run
+
+    seeds = range(2000, 2003)
+    run(seeds, True, "mixed", optimum=False, blocks_row=True)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "blocks of the" in ln]
+    want = []
+    for seed in seeds:
+        inst = family_instance(seed)
+        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+        asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
+                "first-fit": firstfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs),
+                "bestfit": bestfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs)}
+        both = set.intersection(*(set(a) for a in asgs.values()))
+        block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+        sums = {n: sum(len({block[x] for x in asg[k].values()}) for k in both) for n, asg in asgs.items()}
+        got = fewest_blocks(inst.inventory, FAMILY_LEVELS, [g for g in inst.gangs if g.key in asgs["ours"]], both)
+        assert got is not None
+        want.append(f"seed {seed}: blocks of the {len(both)} gangs every packer placed: ours {sums['ours']}  "
+                    f"first-fit {sums['first-fit']}  bestfit {sums['bestfit']}  fewest for ours' gangs {got[1]}")
+    assert lines == want
+
+
 def test_quality_table_without_the_optimum_keeps_every_other_column() -> None:
     """``--no-optimum`` drops the optimum's solves only: the share columns show "-", the solver's row is gone, and
     baselines, spans, stranded and free GPUs are those of the full table."""
