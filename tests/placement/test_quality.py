@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -562,6 +563,20 @@ def test_fewest_blocks_of_an_arrangement(free: tuple[tuple[int, ...], ...], gang
     assert fewest_blocks(_blocks(*free), LEVELS, demands, set(counted)) == fewest
 
 
+def _block_sums(inst: Any, levels: tuple[str, ...]) -> tuple[list[Any], set[str], dict[str, int]]:
+    """The gangs ours admits, the gangs all three packers place, and per packer the blocks those span in all."""
+    from instances import bestfit_run, firstfit_run
+
+    plan = pack(inst.inventory, levels, inst.gangs)
+    asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
+            "first-fit": firstfit_run(inst.inventory, levels, inst.gangs),
+            "bestfit": bestfit_run(inst.inventory, levels, inst.gangs)}
+    both = set.intersection(*(set(a) for a in asgs.values()))
+    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+    sums = {name: sum(len({block[n] for n in asg[k].values()}) for k in both) for name, asg in asgs.items()}
+    return [g for g in inst.gangs if g.key in asgs["ours"]], both, sums
+
+
 @pytest.mark.parametrize(("family", "seed", "ours", "bestfit", "fewest"), [
     ("varied", 35001, 4, 3, 3),  # one gang spans a block more than an arrangement of the same gangs needs
     ("varied", 35008, 7, 6, 7),  # the gangs ours admits force a block more than BestFit's plan spans
@@ -570,19 +585,12 @@ def test_blocks_against_the_fewest_the_admitted_gangs_allow(family: str, seed: i
                                                             fewest: int) -> None:
     """Blocks spanned by the gangs every packer placed, of ours and BestFit, against the fewest any arrangement
     of the gangs ours admits allows: the room the arrangement leaves, and the part the admitted work forces."""
-    from instances import FAMILIES, bestfit_run, fewest_blocks, firstfit_run
+    from instances import FAMILIES, fewest_blocks
 
     make, levels = FAMILIES[family]
     inst = make(seed)
-    plan = pack(inst.inventory, levels, inst.gangs)
-    asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
-            "bestfit": bestfit_run(inst.inventory, levels, inst.gangs),
-            "first-fit": firstfit_run(inst.inventory, levels, inst.gangs)}
-    both = set.intersection(*(set(a) for a in asgs.values()))
-    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
-    spans = {name: sum(len({block[n] for n in asg[k].values()}) for k in both) for name, asg in asgs.items()}
+    admitted, both, spans = _block_sums(inst, levels)
     assert (spans["ours"], spans["bestfit"]) == (ours, bestfit)
-    admitted = [g for g in inst.gangs if g.key in asgs["ours"]]
     assert fewest_blocks(inst.inventory, levels, admitted, both) == (fewest, fewest)
 
 
@@ -641,7 +649,7 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
 def test_quality_verbose_lines_give_each_instances_blocks(capsys: pytest.CaptureFixture[str]) -> None:
     """With ``--verbose --fewest-blocks``, each instance's blocks of the gangs every packer placed, per packer
     and the fewest ours' gangs allow: the sums the table's block column averages, for comparisons finer than it."""
-    from instances import FAMILY_LEVELS, bestfit_run, family_instance, fewest_blocks, firstfit_run
+    from instances import FAMILY_LEVELS, family_instance, fewest_blocks
     from quality import run
 
     seeds = range(2000, 2003)
@@ -650,14 +658,8 @@ def test_quality_verbose_lines_give_each_instances_blocks(capsys: pytest.Capture
     want = []
     for seed in seeds:
         inst = family_instance(seed)
-        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
-        asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
-                "first-fit": firstfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs),
-                "bestfit": bestfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs)}
-        both = set.intersection(*(set(a) for a in asgs.values()))
-        block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
-        sums = {n: sum(len({block[x] for x in asg[k].values()}) for k in both) for n, asg in asgs.items()}
-        got = fewest_blocks(inst.inventory, FAMILY_LEVELS, [g for g in inst.gangs if g.key in asgs["ours"]], both)
+        admitted, both, sums = _block_sums(inst, FAMILY_LEVELS)
+        got = fewest_blocks(inst.inventory, FAMILY_LEVELS, admitted, both)
         assert got is not None
         want.append(f"seed {seed}: blocks of the {len(both)} gangs every packer placed: ours {sums['ours']}  "
                     f"first-fit {sums['first-fit']}  bestfit {sums['bestfit']}  fewest for ours' gangs {got[1]}")
