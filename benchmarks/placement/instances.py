@@ -376,9 +376,9 @@ def fewest_blocks(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDem
     with HiGHS: (best found, proven least).
 
     The placement model of :func:`mip_feasible`, plus per counted gang and domain a binary y that each of the
-    gang's placement columns on a node of the domain implies (x <= pods * y); the y summed is minimised. The
-    counted gangs are those a span column averages over (``quality.py`` counts the gangs every packer placed), the
-    others only hold their room. None: no arrangement found in time, or none exists."""
+    gang's placement columns (of its GPU pods) on a node of the domain implies (x <= pods * y); the y summed is
+    minimised. The counted gangs are those a span column averages over (``quality.py`` counts the gangs every
+    packer placed), the others only hold their room. None: no arrangement found in time, or none exists."""
     import highspy
 
     model = _mip_model(inv, levels, gangs, time_limit)
@@ -390,7 +390,7 @@ def fewest_blocks(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDem
         if gang.key not in counted:
             continue
         by_domain: dict[str, list[int]] = {}
-        for name, v in model.gang_cols[gang.key]:
+        for name, v in model.gang_cols.get(gang.key, ()):  # a gang without GPU pods has none
             by_domain.setdefault(str(domain[name]), []).append(v)
         pods = float(len(gang.pods))
         for _, vs in sorted(by_domain.items()):
