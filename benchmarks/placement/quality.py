@@ -71,6 +71,7 @@ from instances import (  # noqa: E402
     firstfit_run,
 )
 
+from toporender.placement.demand import GangDemand  # noqa: E402
 from toporender.placement.packer import pack  # noqa: E402
 
 
@@ -95,6 +96,20 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
             free[n.labels["rack"]] = free.get(n.labels["rack"], 0) + n.gpus - n.used_gpus - used[n.name]
     stranded = sum(f for f in free.values() if 0 < f < unit)
     return placed, [statistics.mean(s or [0]) for s in spans], stranded
+
+
+def _all_blocks(inst: Instance, levels: Sequence[str], admitted: Sequence[GangDemand],
+                asg: Mapping[str, Mapping[str, str]], time_limit: float) -> tuple[int, int, int]:
+    """Blocks all the gangs ours admits span in ours' plan, and in the arrangement of them that spans the fewest:
+    (ours, best found, proven least). Unlike the table's cell, which counts only the gangs every packer placed,
+    this shows whether ours' arrangement of its own work spreads it more than it must. Ours' plan is one such
+    arrangement, so the best found is never above it; a solve that finds nothing proves one block a gang."""
+    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+    ours = sum(len({block[n] for n in asg[g.key].values()}) for g in admitted)
+    got = fewest_blocks(inst.inventory, levels, admitted, {g.key for g in admitted}, time_limit)
+    if got is None:
+        return ours, ours, sum(1 for g in admitted if asg[g.key])
+    return ours, min(ours, got[0]), got[1]
 
 
 def free_gpus(inst: Instance) -> int:
@@ -159,6 +174,8 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
     fewest_s: list[float] = []
     # per instance the fewest blocks per gang, over the gangs every packer placed, ours' gangs allow (proven)
     fewest_blocks_per_gang: list[float] = []
+    # with ``verbose``: blocks of all the gangs ours places, ours and the fewest found and proven, summed
+    all_blocks = [0, 0, 0, 0]
     unproven = 0
     violations = 0
     for seed in seeds:
@@ -222,6 +239,15 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             print(f"seed {seed}: blocks of the {len(both)} gangs every packer placed: " + "  ".join(
                 f"{n} {round(rows[n][-1][1][at] * len(both))}" for n in names)
                 + f"  fewest for ours' gangs {fewest_blocks_per_gang[-1] * len(both):.0f}")
+        if verbose and blocks_row and admitted:
+            ours_all, found, least = _all_blocks(inst, levels, admitted, asgs["ours"][0], time_limit)
+            all_blocks = [all_blocks[0] + len(admitted), all_blocks[1] + ours_all, all_blocks[2] + found,
+                          all_blocks[3] + least]
+            print(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours_all}  fewest {found}"
+                  + (f" (least proved {least})" if least != found else ""))
+    if verbose and blocks_row:
+        print(f"blocks of all {all_blocks[0]} gangs ours placed, summed: ours {all_blocks[1]}  fewest found "
+              f"{all_blocks[2]}  least proved {all_blocks[3]}")
     table = [["packer", "avg % of optimum", "worst %", "below it", *(f"{lv}s/gang*" for lv in span_levels),
               "stranded GPUs (avg)", "free GPUs left (avg)", "median time"]]
     for name, vals in rows.items():

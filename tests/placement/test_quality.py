@@ -648,14 +648,16 @@ def test_quality_table_compares_spans_on_the_instances_of_the_same_work() -> Non
 
 def test_quality_verbose_lines_give_each_instances_blocks(capsys: pytest.CaptureFixture[str]) -> None:
     """With ``--verbose --fewest-blocks``, each instance's blocks of the gangs every packer placed, per packer
-    and the fewest ours' gangs allow: the sums the table's block column averages, for comparisons finer than it."""
+    and the fewest ours' gangs allow: the sums the table's block column averages, for comparisons finer than it;
+    then the blocks of all the gangs ours placed against the fewest they allow, and those summed."""
     from instances import FAMILY_LEVELS, family_instance, fewest_blocks
     from quality import run
 
     seeds = range(2000, 2003)
     run(seeds, True, "mixed", optimum=False, blocks_row=True)
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if "blocks of the" in ln]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "blocks of" in ln]
     want = []
+    total = [0, 0, 0]
     for seed in seeds:
         inst = family_instance(seed)
         admitted, both, sums = _block_sums(inst, FAMILY_LEVELS)
@@ -663,7 +665,19 @@ def test_quality_verbose_lines_give_each_instances_blocks(capsys: pytest.Capture
         assert got is not None
         want.append(f"seed {seed}: blocks of the {len(both)} gangs every packer placed: ours {sums['ours']}  "
                     f"first-fit {sums['first-fit']}  bestfit {sums['bestfit']}  fewest for ours' gangs {got[1]}")
+        # all the gangs ours admits, not only those every packer placed
+        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+        block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
+        ours = sum(len({block[n] for n in plan.gangs[g.key].pod_nodes.values()}) for g in admitted)
+        every = fewest_blocks(inst.inventory, FAMILY_LEVELS, admitted, {g.key for g in admitted})
+        assert every is not None and every[0] == every[1] <= ours
+        want.append(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours}  fewest {every[1]}")
+        total = [total[0] + len(admitted), total[1] + ours, total[2] + every[1]]
+    want.append(f"blocks of all {total[0]} gangs ours placed, summed: ours {total[1]}  fewest found {total[2]}  "
+                f"least proved {total[2]}")
     assert lines == want
+    # seed 2000 (first of these lines): ours spreads its own gangs over a block more than an arrangement needs
+    assert want[1].endswith("ours 9  fewest 8")
 
 
 def test_quality_table_without_the_optimum_keeps_every_other_column() -> None:
