@@ -158,9 +158,10 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
         fewest_row: bool = False, optimum: bool = True, blocks_row: bool = False) -> list[list[str]]:
     """The summary table; with ``fewest_row``, a last row of the fewest stranded GPUs ours' gangs allow (a second
     solve per instance: on the first generator's 40 seeds, minutes more); with ``blocks_row``, in that row the
-    fewest blocks per gang they allow (another solve per instance). Without ``optimum``, no HiGHS solve
-    of the arrival-order optimum: the share columns show "-" and the solver's row is left out, so spans and
-    stranded GPUs of sets of hundreds of instances take minutes, not hours."""
+    fewest blocks per gang they allow (another solve per instance), and with ``verbose`` too, per instance and
+    summed, the blocks of all the gangs ours admits against the fewest they allow (a third). Without
+    ``optimum``, no HiGHS solve of the arrival-order optimum: the share columns show "-" and the solver's row is
+    left out, so spans and stranded GPUs of sets of hundreds of instances take minutes, not hours."""
     make, levels = FAMILIES[family]
     span_levels = ("rack", "block") if family == "nvl72" else ("clique", "rack", "block")
     names = ["ours", *BASELINES]
