@@ -378,7 +378,8 @@ def fewest_blocks(inv: Inventory, levels: Sequence[str], gangs: Sequence[GangDem
     The placement model of :func:`mip_feasible`, plus per counted gang and domain a binary y that each of the
     gang's placement columns (of its GPU pods) on a node of the domain implies (x <= pods * y); the y summed is
     minimised. The counted gangs are those a span column averages over (``quality.py`` counts the gangs every
-    packer placed), the others only hold their room. None: no arrangement found in time, or none exists."""
+    packer placed, and in its verbose lines all the gangs ours admits), the others only hold their room. None: no
+    arrangement found in time, or none exists."""
     import highspy
 
     model = _mip_model(inv, levels, gangs, time_limit)

@@ -563,8 +563,9 @@ def test_fewest_blocks_of_an_arrangement(free: tuple[tuple[int, ...], ...], gang
     assert fewest_blocks(_blocks(*free), LEVELS, demands, set(counted)) == fewest
 
 
-def _block_sums(inst: Any, levels: tuple[str, ...]) -> tuple[list[Any], set[str], dict[str, int]]:
-    """The gangs ours admits, the gangs all three packers place, and per packer the blocks those span in all."""
+def _block_sums(inst: Any, levels: tuple[str, ...]) -> tuple[list[Any], set[str], dict[str, int], int]:
+    """The gangs ours admits, the gangs all three packers place, per packer the blocks those span in all, and the
+    blocks all the gangs ours admits span in its plan."""
     from instances import bestfit_run, firstfit_run
 
     plan = pack(inst.inventory, levels, inst.gangs)
@@ -574,7 +575,8 @@ def _block_sums(inst: Any, levels: tuple[str, ...]) -> tuple[list[Any], set[str]
     both = set.intersection(*(set(a) for a in asgs.values()))
     block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
     sums = {name: sum(len({block[n] for n in asg[k].values()}) for k in both) for name, asg in asgs.items()}
-    return [g for g in inst.gangs if g.key in asgs["ours"]], both, sums
+    ours_all = sum(len({block[n] for n in pods.values()}) for pods in asgs["ours"].values())
+    return [g for g in inst.gangs if g.key in asgs["ours"]], both, sums, ours_all
 
 
 @pytest.mark.parametrize(("family", "seed", "ours", "bestfit", "fewest"), [
@@ -589,7 +591,7 @@ def test_blocks_against_the_fewest_the_admitted_gangs_allow(family: str, seed: i
 
     make, levels = FAMILIES[family]
     inst = make(seed)
-    admitted, both, spans = _block_sums(inst, levels)
+    admitted, both, spans, _ = _block_sums(inst, levels)
     assert (spans["ours"], spans["bestfit"]) == (ours, bestfit)
     assert fewest_blocks(inst.inventory, levels, admitted, both) == (fewest, fewest)
 
@@ -660,15 +662,12 @@ def test_quality_verbose_lines_give_each_instances_blocks(capsys: pytest.Capture
     total = [0, 0, 0]
     for seed in seeds:
         inst = family_instance(seed)
-        admitted, both, sums = _block_sums(inst, FAMILY_LEVELS)
+        admitted, both, sums, ours = _block_sums(inst, FAMILY_LEVELS)
         got = fewest_blocks(inst.inventory, FAMILY_LEVELS, admitted, both)
         assert got is not None
         want.append(f"seed {seed}: blocks of the {len(both)} gangs every packer placed: ours {sums['ours']}  "
                     f"first-fit {sums['first-fit']}  bestfit {sums['bestfit']}  fewest for ours' gangs {got[1]}")
         # all the gangs ours admits, not only those every packer placed
-        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
-        block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
-        ours = sum(len({block[n] for n in plan.gangs[g.key].pod_nodes.values()}) for g in admitted)
         every = fewest_blocks(inst.inventory, FAMILY_LEVELS, admitted, {g.key for g in admitted})
         assert every is not None and every[0] == every[1] <= ours
         want.append(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours}  fewest {every[1]}")
