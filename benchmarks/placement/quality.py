@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/placement/quality.py [--family nvl72|mixed|varied|fragmented] [--set tuning|development|
 development-2|...|development-6|held-out|held-out-2|...|held-out-7] [--seeds N] [--first S] [--verbose]
-[--no-optimum] [--fewest-stranded] [--fewest-blocks]
+[--no-optimum] [--fewest-stranded] [--fewest-blocks] [--excess]
 
 ``nvl72`` (the default) is the first generator: 4-GPU nodes in NVL72 racks, one gang shape, seeds 1000 on.
 ``mixed`` is the broader family (8-GPU and mixed nodes, small racks and leaf groups, cliques, pre-used and cordoned
@@ -21,8 +21,11 @@ instance; then spans and stranded GPUs again, of ours and BestFit, over the inst
 exactly the gangs ours does; with ``--fewest-stranded``, the fewest stranded GPUs any arrangement of the gangs
 ours admits leaves (HiGHS, ``instances.fewest_stranded``): how far our stranded GPUs are from what that work
 forces; with ``--fewest-blocks``, in the same row, the fewest blocks per gang any arrangement of those gangs
-allows (``instances.fewest_blocks``), over the gangs the span columns count. ``--no-optimum`` leaves out the
-optimum's solves (the share columns show "-"): spans and stranded GPUs of the 200-seed sets in minutes.
+allows (``instances.fewest_blocks``), over the gangs the span columns count; with ``--excess``, a row each for
+ours and BestFit: domains spanned and stranded GPUs per instance above the fewest any arrangement of that
+packer's own gangs allows, which charges each plan for its arrangement and not for the work it admits.
+``--no-optimum`` leaves out the optimum's solves (the share columns show "-"): spans and stranded GPUs of the
+200-seed sets in minutes.
 """
 
 from __future__ import annotations
@@ -98,18 +101,49 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
     return placed, [statistics.mean(s or [0]) for s in spans], stranded
 
 
-def _all_blocks(inst: Instance, levels: Sequence[str], admitted: Sequence[GangDemand],
-                asg: Mapping[str, Mapping[str, str]], time_limit: float) -> tuple[int, int, int]:
-    """Blocks all the gangs ours admits span in ours' plan, and in the arrangement of them that spans the fewest:
-    (ours, best found, proven least). Unlike the table's cell, which counts only the gangs every packer placed,
-    this shows whether ours' arrangement of its own work spreads it more than it must. Ours' plan is one such
-    arrangement, so the best found is never above it; a solve that finds nothing proves one block a gang."""
-    block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
-    ours = sum(len({block[n] for n in asg[g.key].values()}) for g in admitted)
-    got = fewest_blocks(inst.inventory, levels, admitted, {g.key for g in admitted}, time_limit)
+def _all_spans(inst: Instance, levels: Sequence[str], admitted: Sequence[GangDemand],
+               asg: Mapping[str, Mapping[str, str]], time_limit: float, label: str = "block") -> tuple[int, int, int]:
+    """``label`` domains all the gangs a plan admits span in it, and in the arrangement of them that spans the
+    fewest: (the plan's, best found, proven least). Unlike the table's cells, which count only the gangs every
+    packer placed, this shows whether a plan's arrangement of its own work spreads it more than it must. The
+    plan is one such arrangement, so the best found is never above it; a solve that finds nothing proves one
+    domain a gang. Pods without GPUs are not packed, and count for neither."""
+    domain = {n.name: n.labels[label] for n in inst.inventory.nodes}
+    spans = [len({domain[asg[g.key][p.name]] for p in g.pods if p.gpus and p.name in asg[g.key]}) for g in admitted]
+    ours = sum(spans)
+    got = fewest_blocks(inst.inventory, levels, admitted, {g.key for g in admitted}, time_limit, label)
     if got is None:
-        return ours, ours, sum(1 for g in admitted if asg[g.key])
-    return ours, min(ours, got[0]), got[1]
+        return ours, ours, sum(1 for x in spans if x)
+    return ours, min(ours, got[0]), min(ours, got[1])
+
+
+def above_fewest(inst: Instance, levels: Sequence[str], asg: Mapping[str, Mapping[str, str]],
+                 span_levels: Sequence[str], time_limit: float) -> tuple[list[int], list[int], int]:
+    """How far a plan lies above what its own gangs force: per ``span_levels`` label the domains all its gangs
+    span, then its stranded GPUs, each less the fewest any arrangement of the same gangs allows. Returns (above
+    the best found, above the least proved, solves that ended at their limit); the true gap lies between.
+
+    Span and stranded GPUs taken whole charge a plan for the work it admits: a plan that places one more gang
+    spans that gang's domains and may leave a rack's last GPUs stranded where a plan that refuses it leaves the
+    rack empty. Measured against what its own gangs force (the span over the optimum for the same gangs), each
+    plan is charged for its arrangement only. Two solves per label and plan: minutes more per 40 instances."""
+    admitted = [g for g in inst.gangs if g.key in asg]
+    found_gap: list[int] = []
+    least_gap: list[int] = []
+    unproven = 0
+    for label in span_levels:
+        span, found, least = _all_spans(inst, levels, admitted, asg, time_limit, label) if admitted else (0, 0, 0)
+        found_gap.append(span - found)
+        least_gap.append(span - least)
+        unproven += found != least
+    stranded = metrics(inst, asg, ())[2]
+    # with no gang admitted there is nothing to arrange: the free GPUs strand what they strand
+    got = fewest_stranded(inst.inventory, levels, admitted, stranded_unit(inst), time_limit) if admitted else (
+        stranded, stranded)
+    found, least = (stranded, 0) if got is None else (min(stranded, got[0]), min(stranded, got[1]))
+    found_gap.append(stranded - found)
+    least_gap.append(stranded - least)
+    return found_gap, least_gap, unproven + (found != least)
 
 
 def free_gpus(inst: Instance) -> int:
@@ -155,13 +189,17 @@ def share(placed: int, opt: int) -> float:
 
 
 def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: float = 30.0,
-        fewest_row: bool = False, optimum: bool = True, blocks_row: bool = False) -> list[list[str]]:
+        fewest_row: bool = False, optimum: bool = True, blocks_row: bool = False,
+        excess: bool = False) -> list[list[str]]:
     """The summary table; with ``fewest_row``, a last row of the fewest stranded GPUs ours' gangs allow (a second
     solve per instance: on the first generator's 40 seeds, minutes more); with ``blocks_row``, in that row the
     fewest blocks per gang they allow (another solve per instance), and with ``verbose`` too, per instance and
     summed, the blocks of all the gangs ours admits against the fewest they allow (a third). Without
     ``optimum``, no HiGHS solve of the arrival-order optimum: the share columns show "-" and the solver's row is
-    left out, so spans and stranded GPUs of sets of hundreds of instances take minutes, not hours."""
+    left out, so spans and stranded GPUs of sets of hundreds of instances take minutes, not hours. With
+    ``excess``, a row each for ours and BestFit: per instance, the domains all the gangs the packer placed span
+    and its stranded GPUs, above the fewest any arrangement of its own gangs allows (:func:`above_fewest`;
+    eight solves per instance)."""
     make, levels = FAMILIES[family]
     span_levels = ("rack", "block") if family == "nvl72" else ("clique", "rack", "block")
     names = ["ours", *BASELINES]
@@ -177,6 +215,9 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
     fewest_blocks_per_gang: list[float] = []
     # with ``verbose``: blocks of all the gangs ours places, ours and the fewest found and proven, summed
     all_blocks = [0, 0, 0, 0]
+    # with ``excess``: per packer and instance, spans and stranded GPUs above the fewest its own gangs allow
+    above: dict[str, list[tuple[list[int], list[int]]]] = {"ours": [], "bestfit": []}
+    above_unproven = {name: 0 for name in above}
     unproven = 0
     violations = 0
     for seed in seeds:
@@ -241,11 +282,21 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
                 f"{n} {round(rows[n][-1][1][at] * len(both))}" for n in names)
                 + f"  fewest for ours' gangs {fewest_blocks_per_gang[-1] * len(both):.0f}")
         if verbose and blocks_row and admitted:
-            ours_all, found, least = _all_blocks(inst, levels, admitted, asgs["ours"][0], time_limit)
+            ours_all, found, least = _all_spans(inst, levels, admitted, asgs["ours"][0], time_limit)
             all_blocks = [all_blocks[0] + len(admitted), all_blocks[1] + ours_all, all_blocks[2] + found,
                           all_blocks[3] + least]
             print(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours_all}  fewest {found}"
                   + (f" (least proved {least})" if least != found else ""))
+        if excess:
+            for name in above:
+                found_gap, least_gap, ended = above_fewest(inst, levels, asgs[name][0], span_levels, time_limit)
+                above[name].append((found_gap, least_gap))
+                above_unproven[name] += ended
+            if verbose:
+                print(f"seed {seed}: above the fewest for its own gangs: " + "  ".join(
+                    f"{n} " + " ".join(f"{what} {g}" for what, g in zip(
+                        [*(f"{lv}s" for lv in span_levels), "stranded"], above[n][-1][0], strict=True))
+                    for n in above))
     if verbose and blocks_row:
         print(f"blocks of all {all_blocks[0]} gangs ours placed, summed: ours {all_blocks[1]}  fewest found "
               f"{all_blocks[2]}  least proved {all_blocks[3]}")
@@ -278,6 +329,17 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
                         and fewest_blocks_per_gang else "" for lv in span_levels),
                       f"{statistics.mean(fewest):.1f}" if fewest_row else "", "",
                       f"{1000 * statistics.median(fewest_s):.0f} ms"])
+    for name, vals in above.items():
+        if not vals:
+            continue
+        cells = []
+        for i in range(len(span_levels) + 1):
+            lo = statistics.mean(v[0][i] for v in vals)
+            hi = statistics.mean(v[1][i] for v in vals)
+            cells.append(f"{lo:.2f}" + (f"-{hi:.2f}" if f"{hi:.2f}" != f"{lo:.2f}" else ""))
+        table.append([f"{name}, above fewest****", "", "",
+                      f"{above_unproven[name]} not proven" if above_unproven[name] else "",
+                      *cells[:-1], cells[-1], "", ""])
     return table
 
 
@@ -297,6 +359,9 @@ def main() -> None:
                     help="a last row: the fewest stranded GPUs any arrangement of the gangs ours admits leaves")
     ap.add_argument("--fewest-blocks", action="store_true",
                     help="in that row: the fewest blocks per gang any arrangement of the gangs ours admits allows")
+    ap.add_argument("--excess", action="store_true",
+                    help="rows of ours' and BestFit's spans and stranded GPUs per instance above the fewest any "
+                         "arrangement of each one's own gangs allows")
     args = ap.parse_args()
     if args.family in FAMILY_SETS:
         sets = FAMILY_SETS[args.family]
@@ -312,7 +377,7 @@ def main() -> None:
         first = 1000 if args.first is None else args.first
         seeds = range(first, first + (40 if args.seeds is None else args.seeds))
     table = run(seeds, args.verbose, args.family, args.time_limit, args.fewest_stranded, not args.no_optimum,
-                args.fewest_blocks)
+                args.fewest_blocks, args.excess)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     what = "random fragmented instances" if args.family == "nvl72" else f"{args.family} family, {args.set} set"
     print(f"quality on {len(seeds)} {what} (seeds {seeds.start}..{seeds.stop - 1})")
@@ -323,6 +388,10 @@ def main() -> None:
     if args.fewest_stranded or args.fewest_blocks:
         print("*** the fewest stranded GPUs, or blocks per gang over the gangs every packer placed, any arrangement "
               "of the gangs ours admits allows (where a solve ends at its time limit, the least it proved)")
+    if args.excess:
+        print("**** per instance, the domains all the gangs a packer placed span (spans summed, not averaged per "
+              "gang) and its stranded GPUs, above the fewest any arrangement of its own gangs allows: its "
+              "arrangement, not the work it admits (a range where solves ended at their time limit)")
     for i, r in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:

@@ -694,3 +694,56 @@ def test_quality_table_without_the_optimum_keeps_every_other_column() -> None:
         assert quick[name][3:9] == full[name][3:9]
     for name in ("ours, same gangs**", "bestfit, same gangs**"):
         assert quick[name][:9] == full[name][:9]
+
+
+ABOVE_FEWEST = [
+    # (nodes of gang "a"'s two 4-GPU pods, (above the fewest: racks, blocks, stranded GPUs)); blocks of one node
+    # with 8, 4 and 4 free GPUs, and a's subgroup of 8 GPUs the smallest
+    (("b1-n0", "b2-n0"), (1, 1, 0)),  # two blocks where one holds both; no rack left below 8 free GPUs
+    (("b0-n0", "b0-n0"), (0, 0, 8)),  # one block, but both 4-GPU blocks left stranded where none need be
+    ((), (0, 0, 0)),  # nothing placed: nothing to arrange, the two blocks' 4 free GPUs strand either way
+]
+
+
+@pytest.mark.parametrize(("nodes", "above"), ABOVE_FEWEST, ids=["spread", "stranding", "nothing"])
+def test_a_plan_above_the_fewest_its_own_gangs_allow(nodes: tuple[str, ...], above: tuple[int, ...]) -> None:
+    """A plan is charged for how it arranges its own gangs: span and stranded GPUs above the fewest any
+    arrangement of the same gangs allows, which may trade one for the other."""
+    from instances import LEVELS, Instance
+    from quality import above_fewest
+
+    inst = Instance(0, _blocks((8,), (4,), (4,)), (gang("a", [("s", 2, 4, None)]),))
+    asg = {"a": {f"s-{i}": n for i, n in enumerate(nodes)}} if nodes else {}
+    assert above_fewest(inst, LEVELS, asg, ("rack", "block"), 30.0) == (list(above), list(above), 0)
+
+
+def test_quality_table_rows_above_the_fewest_each_packers_gangs_allow(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--excess`` rows: per packer, the mean over instances of what :func:`quality.above_fewest` gives for its
+    own plan, and the verbose line of each instance the same figures."""
+    import statistics
+
+    from instances import FAMILY_LEVELS, bestfit_run, family_instance
+    from quality import above_fewest, run
+
+    seeds = range(3004, 3006)
+    rows = {r[0]: r for r in run(seeds, True, "mixed", optimum=False, excess=True)}
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "above the fewest" in ln]
+    got: dict[str, list[list[int]]] = {"ours": [], "bestfit": []}
+    for seed in seeds:
+        inst = family_instance(seed)
+        plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
+        asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
+                "bestfit": bestfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs)}
+        for name, asg in asgs.items():
+            found, least, unproven = above_fewest(inst, FAMILY_LEVELS, asg, ("clique", "rack", "block"), 30.0)
+            assert found == least and unproven == 0
+            got[name].append(found)
+        assert f"seed {seed}: above the fewest for its own gangs: " + "  ".join(
+            f"{n} cliques {v[-1][0]} racks {v[-1][1]} blocks {v[-1][2]} stranded {v[-1][3]}"
+            for n, v in got.items()) in lines
+    assert len(lines) == len(seeds)
+    for name, vals in got.items():
+        assert rows[f"{name}, above fewest****"][3:8] == ["", *(f"{statistics.mean(v[i] for v in vals):.2f}"
+                                                                 for i in range(4))]
+    # BestFit's own arrangement lies above what its gangs allow on these seeds, ours' does not
+    assert sum(map(sum, got["bestfit"])) > sum(map(sum, got["ours"])) == 0
