@@ -339,7 +339,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             cells.append(f"{lo:.2f}" + (f"-{hi:.2f}" if f"{hi:.2f}" != f"{lo:.2f}" else ""))
         table.append([f"{name}, above fewest****", "", "",
                       f"{above_unproven[name]} not proven" if above_unproven[name] else "",
-                      *cells[:-1], cells[-1], "", ""])
+                      *cells, "", ""])
     return table
 
 
