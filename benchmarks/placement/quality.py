@@ -109,7 +109,7 @@ def _all_spans(inst: Instance, levels: Sequence[str], admitted: Sequence[GangDem
     plan is one such arrangement, so the best found is never above it; a solve that finds nothing proves one
     domain a gang. Pods without GPUs are not packed, and count for neither."""
     domain = {n.name: n.labels[label] for n in inst.inventory.nodes}
-    spans = [len({domain[asg[g.key][p.name]] for p in g.pods if p.gpus and p.name in asg[g.key]}) for g in admitted]
+    spans = [len({domain[asg[g.key][p.name]] for p in g.pods if p.gpus}) for g in admitted]
     ours = sum(spans)
     got = fewest_blocks(inst.inventory, levels, admitted, {g.key for g in admitted}, time_limit, label)
     if got is None:
@@ -128,18 +128,19 @@ def above_fewest(inst: Instance, levels: Sequence[str], asg: Mapping[str, Mappin
     rack empty. Measured against what its own gangs force (the span over the optimum for the same gangs), each
     plan is charged for its arrangement only. Two solves per label and plan: minutes more per 40 instances."""
     admitted = [g for g in inst.gangs if g.key in asg]
+    if not admitted:
+        # nothing to arrange: the free GPUs strand what they strand whatever the plan
+        return [0] * (len(span_levels) + 1), [0] * (len(span_levels) + 1), 0
     found_gap: list[int] = []
     least_gap: list[int] = []
     unproven = 0
     for label in span_levels:
-        span, found, least = _all_spans(inst, levels, admitted, asg, time_limit, label) if admitted else (0, 0, 0)
+        span, found, least = _all_spans(inst, levels, admitted, asg, time_limit, label)
         found_gap.append(span - found)
         least_gap.append(span - least)
         unproven += found != least
     stranded = metrics(inst, asg, ())[2]
-    # with no gang admitted there is nothing to arrange: the free GPUs strand what they strand
-    got = fewest_stranded(inst.inventory, levels, admitted, stranded_unit(inst), time_limit) if admitted else (
-        stranded, stranded)
+    got = fewest_stranded(inst.inventory, levels, admitted, stranded_unit(inst), time_limit)
     found, least = (stranded, 0) if got is None else (min(stranded, got[0]), min(stranded, got[1]))
     found_gap.append(stranded - found)
     least_gap.append(stranded - least)
