@@ -148,8 +148,9 @@ def test_tight_regions_are_searched_node_by_node_last(monkeypatch: pytest.Monkey
     # search change the arrangement g00013 meets; the row guards the node-by-node search on the one it met
     # without them (only the moved gangs bound to one block where their old levels fail)
     monkeypatch.setitem(repair.SIDE_RUN_STEPS, "tight-pool", 0)
-    monkeypatch.setattr(repair.Repairer, "_one_each", lambda self, gs, region, coarse, before, side: self._tight_try(
-        gs, region, coarse, before, repair.TIGHT_COARSE_STEPS, side))
+    monkeypatch.setattr(repair.Repairer, "_one_each",
+                        lambda self, gs, region, coarse, before, side, in_all=False: self._tight_try(
+                            gs, region, coarse, before, repair.TIGHT_COARSE_STEPS, side, in_all))
     inst = FAMILIES["varied"][0](seed)
     plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
     assert check_plan(inst.inventory, FAMILY_LEVELS, inst.gangs, plan) == []

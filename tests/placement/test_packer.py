@@ -530,3 +530,25 @@ def test_large_pools_compare_only_the_largest_leaf() -> None:
     assert no_easier(racks, cliques, by_leaves=False)
     assert not no_easier(racks, cliques)
     assert not no_easier(_shape(1, [(3, 6, 2), (3, 6, 2), (3, 2, 2)]), cliques, by_leaves=False)
+
+
+def _blocks(racks: dict[str, tuple[int, ...]]) -> Inventory:
+    """One zone; block -> the free GPUs of its racks, each rack one node of 8 GPUs (named r<block>-<i>)."""
+    return Inventory.of([Node(f"{b}-{i}", {"zone": "z", "block": b, "rack": f"r{b}-{i}"}, 8, 8 - f)
+                         for b, free in racks.items() for i, f in enumerate(free)])
+
+
+@pytest.mark.parametrize(("name", "racks", "subgroups", "expect"), [
+    # no block holds all four: best fit one group at a time takes the first exact racks (b0, b1, then b2's)
+    # over three blocks; the block that holds three of them, then one more, spans two
+    ("siblings kept together", {"b0": (8,), "b1": (8,), "b2": (8, 8, 8)}, 4, {"b0", "b2"}),
+    ("fewest blocks, tightest last", {"b0": (8, 8), "b1": (8,), "b2": (8, 8, 8)}, 4, {"b1", "b2"}),
+    # the preferred block holds the gang: one block, as before
+    ("preferred block holds it", {"b0": (8,), "b1": (8, 8, 8, 8)}, 4, {"b1"}),
+])
+def test_a_gang_over_several_domains_keeps_its_groups_together(
+        name: str, racks: dict[str, tuple[int, ...]], subgroups: int, expect: set[str]) -> None:
+    g = gang("g", [(f"s{i}", 1, 8, "rack") for i in range(subgroups)], required="zone", preferred="block")
+    got = pack(_blocks(racks), LEVELS, [g]).gangs["g"]
+    assert got.placed, got.reason
+    assert {n.split("-")[0] for n in got.pod_nodes.values()} == expect, name

@@ -192,6 +192,10 @@ SPREAD = [
     # before every gang of the pool was bound to one block after an admission (its gangs lifted, not searched), 3
     ("varied", 35013, 88, "block", []),
     ("varied", 35014, 183, "block", []),  # 1 before the admitted gang was bound with the moved ones
+    # while the pool's block search kept an arrangement on fewer blocks however many racks it added, 7 and 6 gangs
+    # over more than one rack (10222: for g00019 in one block)
+    ("fragmented", 10222, 364, "rack", ["g00019"]),
+    ("fragmented", 10242, 243, "rack", ["g00001", "g00008", "g00011", "g00012"]),
 ]
 
 
@@ -386,11 +390,11 @@ def _placed_and_stranded(family: str, seed: int) -> tuple[int, int]:
 NO_HOLE = [
     # (family, seed, stranded GPUs, stranded GPUs without the searches that leave no new hole)
     ("varied", 35030, 0, 4),
-    ("varied", 35045, 0, 5),
+    ("varied", 35045, 0, 3),
     ("varied", 35011, 1, 0),  # a hole avoided early can leave a later gang one it cannot avoid
     ("mixed", 3016, 0, 2),
     ("mixed", 3057, 0, 5),
-    ("mixed", 3093, 0, 7),
+    ("mixed", 3093, 0, 5),
 ]
 
 
@@ -745,5 +749,6 @@ def test_quality_table_rows_above_the_fewest_each_packers_gangs_allow(capsys: py
     for name, vals in got.items():
         assert rows[f"{name}, above fewest****"][3:8] == ["", *(f"{statistics.mean(v[i] for v in vals):.2f}"
                                                                  for i in range(4))]
-    # BestFit's own arrangement lies above what its gangs allow on these seeds, ours' does not
-    assert sum(map(sum, got["bestfit"])) > sum(map(sum, got["ours"])) == 0
+    # BestFit's own arrangement lies further above what its gangs allow on these seeds than ours' (3005: one clique
+    # and one rack since a gang's groups are kept together where it spreads; none before)
+    assert sum(map(sum, got["bestfit"])) > sum(map(sum, got["ours"])) > 0

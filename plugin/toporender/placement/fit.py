@@ -127,6 +127,8 @@ class Fitter:
         self.avoid_holes = self.small_pool
         # whether a hole changed a choice of the current search (then plain best fit is tried too)
         self.held_any = False
+        # whether sibling groups go first into the domains that hold most of them (:meth:`_concentrated`)
+        self.concentrate = False
         self.lca: dict[int, int] = {}
         self.spent = 0
         self.exact_spent = 0
@@ -449,21 +451,60 @@ class Fitter:
                 return
             yield d
 
-    def _gen_group(self, ctx: SearchContext, gang: CompiledGang, gi: int, w: int) -> Generator[None, None, None]:
+    def _gen_group(self, ctx: SearchContext, gang: CompiledGang, gi: int, w: int,
+                   left: int = 1) -> Generator[None, None, None]:
         g = gang.groups[gi]
         lo = max(g.req, self.tree.dom_level[w])
         hi = g.pref if g.pref is not None and g.pref > lo else lo
         for lvl in range(hi, lo - 1, -1):
-            for d in self._candidates(ctx, g, w, lvl):
+            if self.concentrate and lvl > self.tree.dom_level[w] + 1:
+                found = self._concentrated(ctx, g, w, lvl, left)
+            else:
+                found = self._candidates(ctx, g, w, lvl)
+            for d in found:
                 if ctx.steps >= ctx.limit:
                     return
                 yield from self._gen_items(ctx, gang, gi, d, 0)
+
+    def _concentrated(self, ctx: SearchContext, g: Group, w: int, lvl: int, left: int) -> Iterator[int]:
+        """The domains of level ``lvl`` inside ``w`` that hold group ``g``, those inside the domains the gang
+        already uses first, then those inside the domains (finest level first) that hold the most of ``g`` and
+        of the ``left - 1`` sibling groups after it, of those the ones that hold the fewest more, then the
+        tightest.
+
+        Kueue's topology-aware scheduling takes the fewest domains, largest first, then the tightest that
+        suffices; best fit one group at a time instead spreads a gang whose preferred domain is full over a
+        domain per group when the tightest domains lie in different racks."""
+        tree = self.tree
+        tol = g.tol_any
+        need = g.need
+        fits = []
+        for d in tree.level_domains[lvl]:
+            if ctx.steps >= ctx.limit:
+                return
+            if tree.inside(d, w):
+                ctx.steps += 1
+                if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                    fits.append(d)
+        cut = tree.dom_level[w] + 2
+        cap: dict[int, int] = {}
+        for d in fits:
+            for a in tree.dom_anc[d][cut:-1]:
+                cap[a] = cap.get(a, 0) + 1
+        used = ctx.used
+
+        def order(d: int) -> tuple[tuple[tuple[bool, int, int], ...], int, int]:
+            chain = tree.dom_anc[d][:cut - 1:-1]
+            return (tuple((a not in used, -min(cap.get(a, 1), left), cap.get(a, 1)) for a in chain),
+                    self._free(d, tol), tree.rank[d])
+
+        yield from sorted(fits, key=order)
 
     def _gen_items(self, ctx: SearchContext, gang: CompiledGang, gi: int, d: int,
                    i: int) -> Generator[None, None, None]:
         g = gang.groups[gi]
         if i < len(g.children):
-            for _ in self._gen_group(ctx, gang, g.children[i], d):
+            for _ in self._gen_group(ctx, gang, g.children[i], d, len(g.children) - i):
                 yield from self._gen_items(ctx, gang, gi, d, i + 1)
             return
         if not g.pods:
@@ -476,33 +517,53 @@ class Fitter:
         self._rollback(mark, ctx)
 
     def place_fewest(self, gang: CompiledGang, region: int, limit: int) -> tuple[bool, int]:
-        """:meth:`place`, and when avoiding a hole changed a choice, also plain best fit; the placement on fewer
-        domains (coarsest level first), then with fewer GPUs left in holes, is kept (the first on ties).
+        """:meth:`place`; when avoiding a hole changed a choice, also plain best fit; when the gang spreads over
+        several domains of a level, also the search that keeps sibling groups together (:meth:`_concentrated`).
+        The placement on fewer domains (coarsest level first), then with fewer GPUs left in holes, is kept (the
+        first on ties).
 
         Avoiding a hole takes a looser domain for one group, which can leave the gang's later groups no room in
         the domains it already uses: on the first generator that spread gangs over more racks and made two
-        appended gangs that used to fit need a re-arrangement. Both searches depend only on the plan so far, so
+        appended gangs that used to fit need a re-arrangement. Every search depends only on the plan so far, so
         the choice keeps plans stable under appends."""
         self.held_any = False
         mark = len(self.log)
         ok, steps = self.place(gang, region, limit)
-        if not self.held_any:
-            return ok, steps
-        first = self._score(gang) if ok else None
+        best = self._score(gang) if ok else None
+        chosen = 0 if ok else -1
+        tries = [1] if self.held_any else []
+        if self.small_pool and any(len(g.children) > 1 for g in gang.groups):
+            tries.append(2)
+        now = chosen
+        for mode in tries:
+            if mode == 2 and (best is None or max(best[0]) < 2):
+                continue
+            self._unplace(gang, mark)
+            got, more = self._place_as(mode, gang, region, limit)
+            steps += more
+            now = mode if got else -1
+            if got:
+                score = self._score(gang)
+                if best is None or score < best:
+                    best, chosen = score, mode
+        if now == chosen:
+            return chosen >= 0, steps
         self._unplace(gang, mark)
-        self.avoid_holes = False
+        if chosen < 0:
+            return False, steps
+        ok, more = self._place_as(chosen, gang, region, limit)
+        return ok, steps + more
+
+    def _place_as(self, mode: int, gang: CompiledGang, region: int, limit: int) -> tuple[bool, int]:
+        """:meth:`place` as try ``mode`` of :meth:`place_fewest` searches: 0 plain, 1 without avoiding holes,
+        2 keeping sibling groups together."""
+        self.avoid_holes = self.small_pool and mode != 1
+        self.concentrate = mode == 2
         try:
-            ok2, more = self.place(gang, region, limit)
+            return self.place(gang, region, limit)
         finally:
             self.avoid_holes = self.small_pool
-        steps += more
-        if ok2 and (first is None or self._score(gang) < first):
-            return True, steps
-        self._unplace(gang, mark)
-        if first is None:
-            return False, steps
-        ok, more = self.place(gang, region, limit)
-        return ok, steps + more
+            self.concentrate = False
 
     def _unplace(self, gang: CompiledGang, mark: int) -> None:
         self._rollback(mark, None)

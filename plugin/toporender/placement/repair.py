@@ -632,7 +632,7 @@ class Repairer(Fitter):
         self._no_hole_try(gs, region, before)
 
     def _one_each(self, gs: list[CompiledGang], region: int, coarse: dict[int, int],
-                  before: dict[int, dict[int, int]], side: str) -> bool:
+                  before: dict[int, dict[int, int]], side: str, in_all: bool = False) -> bool:
         """Searches of ``gs`` with gangs bound to one domain of their level in ``coarse`` (one level, or none),
         until one spans fewer domains: every gang of ``gs`` not in ``coarse`` bound to that level too, then those
         of ``coarse``, then those of ``coarse`` but one, each in turn (but one that is not bound to that level, or
@@ -643,21 +643,24 @@ class Repairer(Fitter):
         the others ``TIGHT_STEPS``, all within the ``side`` budget."""
         level = max(coarse.values())
         every = {**{x.idx: level for x in gs}, **coarse}
-        if every != coarse and self._tight_try(gs, region, every, before, TIGHT_COARSE_STEPS, side):
+        if every != coarse and self._tight_try(gs, region, every, before, TIGHT_COARSE_STEPS, side, in_all):
             return True
-        if self._tight_try(gs, region, coarse, before, TIGHT_COARSE_STEPS, side):
+        if self._tight_try(gs, region, coarse, before, TIGHT_COARSE_STEPS, side, in_all):
             return True
         return any(self._tight_try(gs, region, {m: lvl for m, lvl in coarse.items() if m != y}, before, TIGHT_STEPS,
-                                   side)
+                                   side, in_all)
                    for y, lvl in coarse.items() if lvl == level and self.gangs[y].groups[0].req < level)
 
     def _tight_try(self, gs: list[CompiledGang], region: int, levels: dict[int, int],
-                   before: dict[int, dict[int, int]], steps: int, side: str = "tight") -> bool:
+                   before: dict[int, dict[int, int]], steps: int, side: str = "tight",
+                   in_all: bool = False) -> bool:
         """One search of :meth:`_tighten`, within ``steps`` and the ``side`` budget: ``gs`` placed again with each
-        gang bound to its level in ``levels`` (where finer than its own); kept if it spans fewer domains."""
+        gang bound to its level in ``levels`` (where finer than its own); kept if it spans fewer domains
+        (coarsest level first), with ``in_all`` only if it spans no more domains over all levels together."""
         was = self._spans(gs, region)
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before, steps, side=side) and self._spans(gs, region) < was:
+        if self._bound_search(gs, region, levels, before, steps, side=side) and (now := self._spans(gs, region)) < was \
+                and (not in_all or sum(now) <= sum(was)):
             return True
         self._rollback(mark, None)
         return False
@@ -731,13 +734,16 @@ class Repairer(Fitter):
         """After a re-arrangement admitted a gang: where a gang of a small pool now spans more than one domain
         of the level below the pool's coarsest (a block of the zone), every movable gang placed again by exact
         searches that bind gangs to one such domain, kept if the pool spans fewer domains (coarsest level
-        first): first each gang held as tight as it lies, but at least to one block; then :meth:`_one_each`.
+        first) and no more over all levels together: first each gang held as tight as it lies, but at least to one
+        block; then :meth:`_one_each`.
 
         The admission's own searches move the gangs of one region, or the few it lifted, and bind them to where
         they lay; the blocks they leave a gang spread over are often freed only by moving gangs the admission
         did not touch. Runs only after an admission, so appends that fit still move nothing; small pools of at
         least four levels, like the searches that leave no new hole; steps of its own (``TIGHT_POOL_RUN_STEPS``
-        a run)."""
+        a run). Bound to blocks only, gangs that lay in one rack each can come out spread over the racks of their
+        block: on the fragmented benchmark family that saved a block for several racks more, so a block is saved
+        only where the racks and cliques added do not outnumber it."""
         if not self._holes_searched:
             return
         tree = self.tree
@@ -749,8 +755,8 @@ class Repairer(Fitter):
             return
         before = {m: dict(self.assign.get(m, {})) for m in movable}
         if (self._tight_try(gs, ROOT, {m: max(lvl, block) for m, lvl in now.items()}, before, TIGHT_COARSE_STEPS,
-                            "tight-pool")
-                or self._one_each(gs, ROOT, {m: block for m in movable}, before, "tight-pool")):
+                            "tight-pool", in_all=True)
+                or self._one_each(gs, ROOT, {m: block for m in movable}, before, "tight-pool", in_all=True)):
             self._settle(movable)
             self.moved.update(m for m in movable if m != admitted.idx and self.assign[m] != before[m])
 
