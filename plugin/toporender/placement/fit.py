@@ -529,12 +529,13 @@ class Fitter:
         self.held_any = False
         mark = len(self.log)
         ok, steps = self.place(gang, region, limit)
-        best = self._score(gang) if ok else None
-        chosen = 0 if ok else -1
         tries = [1] if self.held_any else []
         if self.small_pool and any(len(g.children) > 1 for g in gang.groups):
             tries.append(2)
-        now = chosen
+        if not tries:
+            return ok, steps
+        best = self._score(gang) if ok else None
+        chosen = now = 0 if ok else -1
         for mode in tries:
             if mode == 2 and (best is None or max(best[0]) < 2):
                 continue

@@ -659,9 +659,10 @@ class Repairer(Fitter):
         (coarsest level first), with ``in_all`` only if it spans no more domains over all levels together."""
         was = self._spans(gs, region)
         mark = len(self.log)
-        if self._bound_search(gs, region, levels, before, steps, side=side) and (now := self._spans(gs, region)) < was \
-                and (not in_all or sum(now) <= sum(was)):
-            return True
+        if self._bound_search(gs, region, levels, before, steps, side=side):
+            now = self._spans(gs, region)
+            if now < was and (not in_all or sum(now) <= sum(was)):
+                return True
         self._rollback(mark, None)
         return False
 
