@@ -267,6 +267,12 @@ class Fitter:
             return tree.dom_free[d]
         return tree.dom_free[d] + sum(tree.node_free[n] for n in tree.dom_tainted[d] if n in tol)
 
+    def _holds(self, d: int, tol: frozenset[int], sizes: Sequence[tuple[int, int]], need: int) -> bool:
+        """Whether domain ``d`` has room for pods of ``sizes`` (``need`` GPUs in all): the free-GPU total first, as
+        it is cheap and rules out most domains, then the node histogram. The packer's hottest scan in
+        :meth:`_candidates` runs the same two tests on its locals, with the histogram test memoised."""
+        return self._free(d, tol) >= need and _fits(self._hist(d, tol), sizes, need)
+
     # ---- pods into a fixed domain ------------------------------------------------------------------------------
     def _distribute(self, ctx: SearchContext, d: int, pods: list[int], tol: frozenset[int]) -> bool:
         tree = self.tree
@@ -283,7 +289,7 @@ class Fitter:
             need = sum(gpus[p] for p in remaining)
             best: tuple[int, int, int, int] | None = None
             for c in pool:
-                if self._free(c, tol) >= need and _fits(self._hist(c, tol), sizes, need):
+                if self._holds(c, tol, sizes, need):
                     left = self._free(c, tol) - need
                     holey = 1 if 0 < left < hole else 0
                     self.held_any |= bool(holey)
@@ -341,7 +347,7 @@ class Fitter:
         tol = g.tol_any
         if lvl <= tree.dom_level[w]:
             ctx.steps += 1
-            if self._free(w, tol) >= g.need and _fits(self._hist(w, tol), g.sizes, g.need):
+            if self._holds(w, tol, g.sizes, g.need):
                 yield w
             return
         need = g.need
@@ -353,7 +359,7 @@ class Fitter:
         )
         for d in first:
             ctx.steps += 1
-            if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+            if self._holds(d, tol, g.sizes, need):
                 yield d
         seen: set[tuple[int, ...]] = set()
         if tol:
@@ -365,7 +371,7 @@ class Fitter:
                 ctx.steps += 1
                 if ctx.steps >= ctx.limit:
                     return
-                if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                if self._holds(d, tol, g.sizes, need):
                     yield d
             return
         lst = tree.index.get((w, lvl))
@@ -484,7 +490,7 @@ class Fitter:
                 return
             if tree.inside(d, w):
                 ctx.steps += 1
-                if self._free(d, tol) >= need and _fits(self._hist(d, tol), g.sizes, need):
+                if self._holds(d, tol, g.sizes, need):
                     fits.append(d)
         cut = tree.dom_level[w] + 2
         cap: dict[int, int] = {}
