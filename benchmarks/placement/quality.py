@@ -219,6 +219,8 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
     # with ``excess``: per packer and instance, spans and stranded GPUs above the fewest its own gangs allow
     above: dict[str, list[tuple[list[int], list[int]]]] = {"ours": [], "bestfit": []}
     above_unproven = {name: 0 for name in above}
+    # with ``excess``: per instance, whether BestFit admits exactly the gangs ours does
+    above_same: list[bool] = []
     unproven = 0
     violations = 0
     for seed in seeds:
@@ -289,6 +291,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             print(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours_all}  fewest {found}"
                   + (f" (least proved {least})" if least != found else ""))
         if excess:
+            above_same.append(set(asgs["ours"][0]) == set(asgs["bestfit"][0]))
             for name in above:
                 found_gap, least_gap, ended = above_fewest(inst, levels, asgs[name][0], span_levels, time_limit)
                 above[name].append((found_gap, least_gap))
@@ -331,17 +334,26 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
                       f"{statistics.mean(fewest):.1f}" if fewest_row else "", "",
                       f"{1000 * statistics.median(fewest_s):.0f} ms"])
     for name, vals in above.items():
-        if not vals:
-            continue
-        cells = []
-        for i in range(len(span_levels) + 1):
-            lo = statistics.mean(v[0][i] for v in vals)
-            hi = statistics.mean(v[1][i] for v in vals)
-            cells.append(f"{lo:.2f}" + (f"-{hi:.2f}" if f"{hi:.2f}" != f"{lo:.2f}" else ""))
-        table.append([f"{name}, above fewest****", "", "",
-                      f"{above_unproven[name]} not proven" if above_unproven[name] else "",
-                      *cells, "", ""])
+        if vals:
+            table.append([f"{name}, above fewest****", "", "",
+                          f"{above_unproven[name]} not proven" if above_unproven[name] else "",
+                          *_mean_cells(vals, len(span_levels) + 1), "", ""])
+    for name, vals in above.items():
+        same = [v for v, s in zip(vals, above_same, strict=True) if s]
+        if same:
+            table.append([f"{name}, above fewest, same gangs", "", "", f"{len(same)} of {len(vals)} instances",
+                          *_mean_cells(same, len(span_levels) + 1), "", ""])
     return table
+
+
+def _mean_cells(vals: Sequence[tuple[list[int], list[int]]], n: int) -> list[str]:
+    """Per column the mean of the best-found gaps, then a range up to the mean of the least-proved ones."""
+    cells = []
+    for i in range(n):
+        lo = statistics.mean(v[0][i] for v in vals)
+        hi = statistics.mean(v[1][i] for v in vals)
+        cells.append(f"{lo:.2f}" + (f"-{hi:.2f}" if f"{hi:.2f}" != f"{lo:.2f}" else ""))
+    return cells
 
 
 def main() -> None:
@@ -392,7 +404,9 @@ def main() -> None:
     if args.excess:
         print("**** per instance, the domains all the gangs a packer placed span (spans summed, not averaged per "
               "gang) and its stranded GPUs, above the fewest any arrangement of its own gangs allows: its "
-              "arrangement, not the work it admits (a range where solves ended at their time limit)")
+              "arrangement, not the work it admits (a range where solves ended at their time limit); "
+              "\"same gangs\": over the instances where BestFit admits exactly the gangs ours admits, where the "
+              "fewest is the same for both")
     for i, r in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:

@@ -733,11 +733,13 @@ def test_quality_table_rows_above_the_fewest_each_packers_gangs_allow(capsys: py
     rows = {r[0]: r for r in run(seeds, True, "mixed", optimum=False, excess=True)}
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "above the fewest" in ln]
     got: dict[str, list[list[int]]] = {"ours": [], "bestfit": []}
+    same: list[bool] = []
     for seed in seeds:
         inst = family_instance(seed)
         plan = pack(inst.inventory, FAMILY_LEVELS, inst.gangs)
         asgs = {"ours": {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed},
                 "bestfit": bestfit_run(inst.inventory, FAMILY_LEVELS, inst.gangs)}
+        same.append(set(asgs["ours"]) == set(asgs["bestfit"]))
         for name, asg in asgs.items():
             found, least, unproven = above_fewest(inst, FAMILY_LEVELS, asg, ("clique", "rack", "block"), 30.0)
             assert found == least and unproven == 0
@@ -749,6 +751,10 @@ def test_quality_table_rows_above_the_fewest_each_packers_gangs_allow(capsys: py
     for name, vals in got.items():
         assert rows[f"{name}, above fewest****"][3:8] == ["", *(f"{statistics.mean(v[i] for v in vals):.2f}"
                                                                  for i in range(4))]
+        kept = [v for v, s in zip(vals, same, strict=True) if s]
+        assert rows[f"{name}, above fewest, same gangs"][3:8] == [
+            f"{len(kept)} of {len(seeds)} instances", *(f"{statistics.mean(v[i] for v in kept):.2f}" for i in range(4))]
+    assert 0 < sum(same) < len(seeds)
     # BestFit's own arrangement lies further above what its gangs allow on these seeds than ours' (3005: one clique
     # and one rack since a gang's groups are kept together where it spreads; none before)
     assert sum(map(sum, got["bestfit"])) > sum(map(sum, got["ours"])) > 0
