@@ -246,6 +246,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             if unknown:
                 raise SystemExit(f"seed {seed}: the solver hit its time limit")
         both = set.intersection(*(set(a) for a, _ in asgs.values()))
+        same_gangs = set(asgs["ours"][0]) == set(asgs["bestfit"][0])
         placed = {}
         free = free_gpus(inst)
         # spans over each whole plan, its stranded GPUs and the free GPUs it leaves
@@ -272,7 +273,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             unproven += got is None or got[0] != got[1]
         if fewest_row or blocks_row:
             fewest_s.append(time.perf_counter() - t0)
-        if set(asgs["ours"][0]) == set(asgs["bestfit"][0]):
+        if same_gangs:
             for name in same_work:
                 same_work[name].append(whole[name])
         if verbose and opt is not None:
@@ -291,7 +292,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
             print(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours_all}  fewest {found}"
                   + (f" (least proved {least})" if least != found else ""))
         if excess:
-            above_same.append(set(asgs["ours"][0]) == set(asgs["bestfit"][0]))
+            above_same.append(same_gangs)
             for name in above:
                 found_gap, least_gap, ended = above_fewest(inst, levels, asgs[name][0], span_levels, time_limit)
                 above[name].append((found_gap, least_gap))
