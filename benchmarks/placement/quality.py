@@ -101,8 +101,8 @@ def metrics(inst: Instance, assignment: Mapping[str, Mapping[str, str]],
     return placed, [statistics.mean(s or [0]) for s in spans], stranded
 
 
-def _all_spans(inst: Instance, levels: Sequence[str], admitted: Sequence[GangDemand],
-               asg: Mapping[str, Mapping[str, str]], time_limit: float, label: str = "block") -> tuple[int, int, int]:
+def all_spans(inst: Instance, levels: Sequence[str], admitted: Sequence[GangDemand],
+              asg: Mapping[str, Mapping[str, str]], time_limit: float, label: str = "block") -> tuple[int, int, int]:
     """``label`` domains all the gangs a plan admits span in it, and in the arrangement of them that spans the
     fewest: (the plan's, best found, proven least). Unlike the table's cells, which count only the gangs every
     packer placed, this shows whether a plan's arrangement of its own work spreads it more than it must. The
@@ -135,7 +135,7 @@ def above_fewest(inst: Instance, levels: Sequence[str], asg: Mapping[str, Mappin
     least_gap: list[int] = []
     unproven = 0
     for label in span_levels:
-        span, found, least = _all_spans(inst, levels, admitted, asg, time_limit, label)
+        span, found, least = all_spans(inst, levels, admitted, asg, time_limit, label)
         found_gap.append(span - found)
         least_gap.append(span - least)
         unproven += found != least
@@ -286,7 +286,7 @@ def run(seeds: Sequence[int], verbose: bool, family: str = "nvl72", time_limit: 
                 f"{n} {round(rows[n][-1][1][at] * len(both))}" for n in names)
                 + f"  fewest for ours' gangs {fewest_blocks_per_gang[-1] * len(both):.0f}")
         if verbose and blocks_row and admitted:
-            ours_all, found, least = _all_spans(inst, levels, admitted, asgs["ours"][0], time_limit)
+            ours_all, found, least = all_spans(inst, levels, admitted, asgs["ours"][0], time_limit)
             all_blocks = [all_blocks[0] + len(admitted), all_blocks[1] + ours_all, all_blocks[2] + found,
                           all_blocks[3] + least]
             print(f"seed {seed}: blocks of all {len(admitted)} gangs ours placed: ours {ours_all}  fewest {found}"
@@ -357,16 +357,41 @@ def _mean_cells(vals: Sequence[tuple[list[int], list[int]]], n: int) -> list[str
     return cells
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", choices=tuple(FAMILIES), default="nvl72")
+def set_parser(doc: str, families: Sequence[str] = tuple(FAMILIES)) -> argparse.ArgumentParser:
+    """The arguments that choose an instance family and its seeds (``--family``, ``--set``, ``--seeds``,
+    ``--first``) and the seconds of each exact solve (``--time-limit``), for a script whose docstring is
+    ``doc``; :func:`set_seeds` turns them into seeds."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--family", choices=tuple(families), default=families[0])
     ap.add_argument("--set", choices=tuple(dict.fromkeys([*SETS, *VARIED_SETS])), default="tuning",
                     help="with --family mixed, varied or fragmented: seeds to tune on (tuning, development) or a "
                          "held-out set")
     ap.add_argument("--seeds", type=int, default=None, help="how many seeds (default: 40, or the whole set)")
     ap.add_argument("--first", type=int, default=None, help="first seed (default: 1000, or the set's)")
-    ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--time-limit", type=float, default=30.0, help="seconds per exact solve of the oracle")
+    return ap
+
+
+def set_seeds(args: argparse.Namespace) -> range:
+    """The seeds :func:`set_parser`'s arguments choose; a range that leaves the named set is an error."""
+    if args.family not in FAMILY_SETS:
+        first = 1000 if args.first is None else args.first
+        return range(first, first + (40 if args.seeds is None else args.seeds))
+    sets = FAMILY_SETS[args.family]
+    if args.set not in sets:
+        raise SystemExit(f"the {args.family} family has the sets {', '.join(sets)}")
+    chosen = sets[args.set]
+    first = chosen.start if args.first is None else args.first
+    seeds = range(first, first + (len(chosen) if args.seeds is None else args.seeds))
+    if set(seeds) - set(chosen):
+        raise SystemExit(f"seeds {seeds.start}..{seeds.stop - 1} leave the {args.set} set "
+                         f"({chosen.start}..{chosen.stop - 1})")
+    return seeds
+
+
+def main() -> None:
+    ap = set_parser(__doc__)
+    ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--no-optimum", action="store_true",
                     help="no HiGHS solve of the arrival-order optimum: spans, stranded GPUs and the baselines only")
     ap.add_argument("--fewest-stranded", action="store_true",
@@ -377,19 +402,7 @@ def main() -> None:
                     help="rows of ours' and BestFit's spans and stranded GPUs per instance above the fewest any "
                          "arrangement of each one's own gangs allows")
     args = ap.parse_args()
-    if args.family in FAMILY_SETS:
-        sets = FAMILY_SETS[args.family]
-        if args.set not in sets:
-            raise SystemExit(f"the {args.family} family has the sets {', '.join(sets)}")
-        chosen = sets[args.set]
-        first = chosen.start if args.first is None else args.first
-        seeds = range(first, first + (len(chosen) if args.seeds is None else args.seeds))
-        if set(seeds) - set(chosen):
-            raise SystemExit(f"seeds {seeds.start}..{seeds.stop - 1} leave the {args.set} set "
-                             f"({chosen.start}..{chosen.stop - 1})")
-    else:
-        first = 1000 if args.first is None else args.first
-        seeds = range(first, first + (40 if args.seeds is None else args.seeds))
+    seeds = set_seeds(args)
     table = run(seeds, args.verbose, args.family, args.time_limit, args.fewest_stranded, not args.no_optimum,
                 args.fewest_blocks, args.excess)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
