@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instances import FAMILIES, Instance, check_plan, mip_feasible  # noqa: E402
+from instances import FAMILIES, Instance, mip_feasible  # noqa: E402
 from quality import all_spans, set_parser, set_seeds  # noqa: E402
+from screen import checked_pack  # noqa: E402
 
 from toporender.expand.levels import LevelConstraint  # noqa: E402
-from toporender.placement.demand import GangDemand  # noqa: E402
 from toporender.placement.inventory import Inventory  # noqa: E402
 from toporender.placement.packer import pack  # noqa: E402
 
@@ -74,19 +74,13 @@ def room_at_arrival(inst: Instance, levels: Sequence[str], i: int, time_limit: f
     packed as the packer packs that prefix."""
     before = pack(inst.inventory, levels, inst.gangs[:i])
     asg = {k: g.pod_nodes for k, g in before.gangs.items() if g.placed}
-    gang: GangDemand = inst.gangs[i]
-    bound = dataclasses.replace(gang, constraint=LevelConstraint("block"))
+    bound = dataclasses.replace(inst.gangs[i], constraint=LevelConstraint("block"))
     return mip_feasible(left_free(inst, asg), levels, [bound], time_limit)
 
 
 def splits(family: str, seed: int, time_limit: float) -> Splits:
     """The count of one instance."""
-    make, levels = FAMILIES[family]
-    inst = make(seed)
-    plan = pack(inst.inventory, levels, inst.gangs)
-    errors = check_plan(inst.inventory, levels, inst.gangs, plan)
-    if errors:
-        raise SystemExit(f"seed {seed}: constraint violations: {errors}")
+    inst, levels, plan, _ = checked_pack(family, seed)
     out = Splits(instances=1)
     asg = {k: g.pod_nodes for k, g in plan.gangs.items() if g.placed}
     block = {n.name: n.labels["block"] for n in inst.inventory.nodes}
